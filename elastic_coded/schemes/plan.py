@@ -1,0 +1,158 @@
+"""The plan vocabulary (MATH.md §1): frozen dataclasses that the runtime and the simulator both
+interpret.  Pure: no Ray, no I/O.
+
+Machines are named by any hashable, orderable id (ints in the pure examples, strings such as
+``"m3"`` in the runtime).  Row ranges are half-open ``(start, stop)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Iterator
+
+__all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError"]
+
+MachineId = Hashable
+
+
+class PlanError(ValueError):
+    """A plan violates one of the constraints (9b)-(9f) of the USCTEC seed (MATH.md §1)."""
+
+
+@dataclass(frozen=True)
+class RowBlock:
+    """Rows ``start..stop-1`` of ``A``, stored uncoded on every machine in ``holders``."""
+
+    start: int
+    stop: int
+    holders: tuple
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def __repr__(self) -> str:
+        return f"RowBlock(rows {self.start}:{self.stop} on {list(self.holders)})"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A storage placement ``Z``: the rows ``[0, num_rows)`` cut into blocks, each stored on its
+    holders; ``budgets[n]`` is machine ``machines[n]``'s storage budget ``e[n]`` (a fraction of
+    the rows).  ``Z_n`` is the union of the blocks ``n`` holds (see :meth:`rows_of`)."""
+
+    num_rows: int
+    machines: tuple
+    budgets: tuple
+    blocks: tuple
+
+    def __repr__(self) -> str:
+        return (f"Placement({self.num_rows} rows in {len(self.blocks)} blocks on "
+                f"{len(self.machines)} machines, replication {self.min_replication()}"
+                f"..{self.max_replication()})")
+
+    def budget(self, machine: MachineId) -> float:
+        return self.budgets[self.machines.index(machine)]
+
+    def rows_of(self, machine: MachineId) -> list[tuple[int, int]]:
+        """``Z_n`` as row ranges."""
+        return [(b.start, b.stop) for b in self.blocks if machine in b.holders]
+
+    def stored_rows(self, machine: MachineId) -> int:
+        return sum(b.size for b in self.blocks if machine in b.holders)
+
+    def min_replication(self) -> int:
+        return min((len(b.holders) for b in self.blocks), default=0)
+
+    def max_replication(self) -> int:
+        return max((len(b.holders) for b in self.blocks), default=0)
+
+    def holders_present(self, present) -> list[int]:
+        """For each block, how many of its holders are in ``present``."""
+        present = set(present)
+        return [sum(h in present for h in b.holders) for b in self.blocks]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Row group ``A_g`` (``rows``), its fraction ``gamma = |A_g| / q`` of the rows, and the
+    machines ``U_g`` selected for it (all of which store it)."""
+
+    rows: tuple
+    gamma: float
+    machines: tuple
+
+    @property
+    def size(self) -> int:
+        return self.rows[1] - self.rows[0]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Piece ``M_{g,f}``: columns ``cols`` (``None`` = all ``r/L``) of group ``group``, computed
+    by ``machines`` = ``P_{g,f}``; the machine at position ``i`` gets the Lagrange evaluation
+    point ``alpha_i`` (MATH.md §1, eq. 2)."""
+
+    group: int
+    cols: tuple | None
+    machines: tuple
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work for one machine: ``A[rows] @ B~_position[:, cols]`` for ``piece``."""
+
+    piece: int
+    position: int
+    rows: tuple
+    cols: tuple | None
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's scheme ``(gamma, M)`` for the machines ``available`` with ``speeds``.
+
+    ``theta`` is the fractional optimum's load per available machine and ``c`` its computation
+    time (MATH.md §1: ``c = max theta[n] / s[n]``, in units of ``q v r / L`` products);
+    ``c_int`` is the computation time of the integer plan actually dispatched.
+    """
+
+    L: int
+    S: int
+    num_rows: int
+    available: tuple
+    speeds: tuple
+    groups: tuple
+    pieces: tuple
+    theta: tuple
+    c: float
+    c_int: float
+    _tasks: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    @property
+    def K(self) -> int:
+        return self.L + self.S
+
+    def __repr__(self) -> str:
+        return (f"StepPlan(L={self.L}, S={self.S}, {len(self.available)} machines, "
+                f"{len(self.groups)} groups, {len(self.pieces)} pieces, c={self.c:.6g}, "
+                f"c_int={self.c_int:.6g})")
+
+    def tasks(self) -> dict:
+        """``{machine: [Task, ...]}`` for every machine with work (computed once)."""
+        if self._tasks is None:
+            out: dict = {m: [] for m in self.available}
+            for pi, piece in enumerate(self.pieces):
+                rows = self.groups[piece.group].rows
+                for pos, m in enumerate(piece.machines):
+                    out[m].append(Task(pi, pos, rows, piece.cols))
+            object.__setattr__(self, "_tasks", {m: t for m, t in out.items() if t})
+        return self._tasks
+
+    def rows_computed(self) -> dict:
+        """Integer rows each machine multiplies (times the piece's column count)."""
+        return {m: sum(t.rows[1] - t.rows[0] for t in ts) for m, ts in self.tasks().items()}
+
+    def iter_pieces(self) -> Iterator[tuple[int, Piece, Group]]:
+        for pi, piece in enumerate(self.pieces):
+            yield pi, piece, self.groups[piece.group]
