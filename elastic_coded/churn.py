@@ -1,0 +1,234 @@
+"""Churn scripts: which machines leave, crash, join or slow down at which step.
+
+Pure (no Ray): the runtime and the simulator read the same :class:`ChurnScript`.
+
+YAML form::
+
+    seed: 7
+    events:
+      - {step: 3, leave: m2}                       # graceful departure before the step
+      - {step: 5, crash: m4}                       # crash in the middle of step 5
+      - {step: 7, join: {id: m12, speed: 2.0, storage: 0.8}}
+      - {step: 9, slow: m1, factor: 5, steps: 3}   # 5x slower during steps 9, 10, 11
+    random:                                        # optional seeded generator, per step
+      leave: 0.02        # probability that one present machine leaves gracefully
+      crash: 0.02        # probability that one present machine crashes mid-step
+      join: 0.04         # probability that a new machine joins
+      stragglers: 2      # machines slowed in every step (chosen at random) ...
+      straggle: 0.0      # ... or: each machine straggles with this probability
+      factor: 5          # slowdown factor of a straggler
+      join_speed: [1, 4] # speed of a joiner drawn uniformly from this range
+      join_storage: 0.8
+      min_machines: 8    # never let the machines present fall below this
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+__all__ = ["Join", "StepEvents", "ChurnScript", "RandomChurn", "load_churn", "parse_churn"]
+
+
+@dataclass(frozen=True)
+class Join:
+    """A machine joining: its id, (emulated) speed and storage budget."""
+
+    id: str
+    speed: float = 1.0
+    storage: float = 1.0
+
+
+@dataclass(frozen=True)
+class StepEvents:
+    """What happens at one step: graceful ``leave`` before it, ``crash`` during it, ``join``
+    before it, and ``slow``: ``{machine: factor}`` for this step."""
+
+    leave: tuple = ()
+    crash: tuple = ()
+    join: tuple = ()
+    slow: Mapping = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (self.leave or self.crash or self.join or self.slow)
+
+
+@dataclass(frozen=True)
+class RandomChurn:
+    """Seeded per-step churn probabilities (see the module docstring)."""
+
+    leave: float = 0.0
+    crash: float = 0.0
+    join: float = 0.0
+    stragglers: int = 0
+    straggle: float = 0.0
+    factor: float = 5.0
+    join_speed: tuple = (1.0, 1.0)
+    join_storage: float = 1.0
+    min_machines: int = 1
+
+    def __post_init__(self):
+        for name in ("leave", "crash", "join", "straggle"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 <= v <= 1):
+                raise ValueError(f"random.{name}: a probability in [0, 1], got {v!r}")
+        if not (isinstance(self.stragglers, int) and self.stragglers >= 0):
+            raise ValueError(f"random.stragglers: an int >= 0, got {self.stragglers!r}")
+        if not (isinstance(self.factor, (int, float)) and self.factor >= 1 and math.isfinite(self.factor)):
+            raise ValueError(f"random.factor: a finite number >= 1, got {self.factor!r}")
+        js = tuple(float(x) for x in self.join_speed)
+        if len(js) != 2 or not 0 < js[0] <= js[1] or not math.isfinite(js[1]):
+            raise ValueError(f"random.join_speed: [low, high] with 0 < low <= high, got {self.join_speed!r}")
+        object.__setattr__(self, "join_speed", js)
+        if not 0 < self.join_storage <= 1:
+            raise ValueError(f"random.join_storage: in (0, 1], got {self.join_storage!r}")
+
+
+@dataclass(frozen=True)
+class ChurnScript:
+    """Scripted ``events`` (``{step: StepEvents}``) plus an optional seeded generator."""
+
+    events: Mapping = field(default_factory=dict)
+    random: RandomChurn | None = None
+    seed: int = 0
+
+    def generator(self) -> "ChurnRun":
+        """A fresh, deterministic realisation of this script."""
+        return ChurnRun(self)
+
+
+class ChurnRun:
+    """Draws each step's events in order; the random part depends only on the seed and on the
+    machines present, so the runtime and the simulator see the same trace."""
+
+    def __init__(self, script: ChurnScript):
+        self.script = script
+        self.rng = np.random.default_rng(script.seed)
+        self._joined = 0
+        self._slow: dict[str, tuple[float, int]] = {}  # machine -> (factor, last step)
+
+    def events(self, step: int, present: Iterable[str], L_plus_S: int) -> StepEvents:
+        """Events at ``step`` given the machines ``present`` before it."""
+        present = list(present)
+        fixed = self.script.events.get(step, StepEvents())
+        leave, crash = list(fixed.leave), list(fixed.crash)
+        join = list(fixed.join)
+        for m, (factor, until) in list(self._slow.items()):
+            if step > until:
+                del self._slow[m]
+        slow = {m: f for m, (f, _) in self._slow.items()}
+        for m, spec in fixed.slow.items():
+            factor, steps = spec if isinstance(spec, tuple) else (spec, 1)
+            self._slow[m] = (factor, step + steps - 1)
+            slow[m] = factor
+        r = self.script.random
+        if r is not None:
+            floor = max(r.min_machines, L_plus_S)
+            alive = [m for m in present if m not in leave and m not in crash]
+            u = self.rng.random(3)
+            if u[0] < r.leave and len(alive) > floor:
+                m = alive[self.rng.integers(len(alive))]
+                leave.append(m)
+                alive.remove(m)
+            if u[1] < r.crash and len(alive) > floor:
+                m = alive[self.rng.integers(len(alive))]
+                crash.append(m)
+                alive.remove(m)
+            if u[2] < r.join:
+                self._joined += 1
+                speed = float(self.rng.uniform(*r.join_speed))
+                join.append(Join(f"j{self._joined}", speed, r.join_storage))
+            pool = [m for m in alive if m not in slow]
+            k = min(r.stragglers, len(pool))
+            for m in (self.rng.choice(pool, size=k, replace=False).tolist() if k else []):
+                slow[m] = r.factor
+            if r.straggle:
+                for m in pool:
+                    if m not in slow and self.rng.random() < r.straggle:
+                        slow[m] = r.factor
+        return StepEvents(tuple(leave), tuple(crash), tuple(join), slow)
+
+
+def _machine(v: Any, where: str) -> str:
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        return str(v)
+    raise ValueError(f"{where}: a machine id (str), got {v!r}")
+
+
+def parse_churn(doc: Mapping | None) -> ChurnScript:
+    """A :class:`ChurnScript` from a parsed YAML mapping; errors name the key and the rule."""
+    if doc is None:
+        return ChurnScript()
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"churn: a mapping with 'events' and/or 'random', got {type(doc).__name__}")
+    unknown = set(doc) - {"events", "random", "seed"}
+    if unknown:
+        raise ValueError(f"churn: unknown keys {sorted(unknown)}; known: events, random, seed")
+    seed = doc.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"churn.seed: an int, got {seed!r}")
+    by_step: dict[int, dict] = {}
+    for i, ev in enumerate(doc.get("events") or []):
+        where = f"churn.events[{i}]"
+        if not isinstance(ev, Mapping):
+            raise ValueError(f"{where}: a mapping such as {{step: 3, leave: m2}}, got {ev!r}")
+        step = ev.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"{where}.step: an int >= 0, got {step!r}")
+        kinds = [k for k in ("leave", "crash", "join", "slow") if k in ev]
+        if len(kinds) != 1:
+            raise ValueError(f"{where}: exactly one of leave, crash, join, slow; got {kinds or list(ev)}")
+        extra = set(ev) - {"step", kinds[0], "factor", "steps"}
+        if extra:
+            raise ValueError(f"{where}: unknown keys {sorted(extra)}")
+        slot = by_step.setdefault(step, {"leave": [], "crash": [], "join": [], "slow": {}})
+        kind = kinds[0]
+        if kind in ("leave", "crash"):
+            vals = ev[kind] if isinstance(ev[kind], list) else [ev[kind]]
+            slot[kind].extend(_machine(v, f"{where}.{kind}") for v in vals)
+        elif kind == "join":
+            j = ev["join"]
+            if isinstance(j, (str, int)):
+                j = {"id": j}
+            if not isinstance(j, Mapping) or "id" not in j:
+                raise ValueError(f"{where}.join: {{id, speed, storage}}, got {j!r}")
+            speed = float(j.get("speed", 1.0))
+            storage = float(j.get("storage", 1.0))
+            if not (speed > 0 and math.isfinite(speed)):
+                raise ValueError(f"{where}.join.speed: positive and finite, got {j.get('speed')!r}")
+            if not 0 < storage <= 1:
+                raise ValueError(f"{where}.join.storage: in (0, 1], got {j.get('storage')!r}")
+            slot["join"].append(Join(_machine(j["id"], f"{where}.join.id"), speed, storage))
+        else:
+            factor = ev.get("factor", 5.0)
+            steps = ev.get("steps", 1)
+            if not (isinstance(factor, (int, float)) and factor >= 1):
+                raise ValueError(f"{where}.factor: a number >= 1, got {factor!r}")
+            if not (isinstance(steps, int) and steps >= 1):
+                raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
+            vals = ev["slow"] if isinstance(ev["slow"], list) else [ev["slow"]]
+            for v in vals:
+                slot["slow"][_machine(v, f"{where}.slow")] = (float(factor), steps)
+    events = {s: StepEvents(tuple(v["leave"]), tuple(v["crash"]), tuple(v["join"]), v["slow"])
+              for s, v in by_step.items()}
+    rnd = doc.get("random")
+    if rnd is not None:
+        if not isinstance(rnd, Mapping):
+            raise ValueError(f"churn.random: a mapping of probabilities, got {rnd!r}")
+        known = set(RandomChurn.__dataclass_fields__)
+        bad = set(rnd) - known
+        if bad:
+            raise ValueError(f"churn.random: unknown keys {sorted(bad)}; known: {sorted(known)}")
+        rnd = RandomChurn(**rnd)
+    return ChurnScript(events, rnd, seed)
+
+
+def load_churn(path: str) -> ChurnScript:
+    """Read a churn script from a YAML file."""
+    import yaml
+
+    with open(path) as fh:
+        return parse_churn(yaml.safe_load(fh))

@@ -1,0 +1,50 @@
+"""Policies by name (DESIGN.md principle 3): a policy turns the step state into a StepPlan.
+
+Every entry is a pure function ``(placement, available, speeds, L, S) -> StepPlan``; the runtime and
+the simulator look policies up here.  Imports are lazy, and an unknown name gets an error listing
+the known ones.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["get_policy", "POLICIES", "usctec_plan", "uncoded_plan", "cyclic_plan"]
+
+
+def usctec_plan(placement, available, speeds, L, S):
+    """USCTEC (MATH.md §1): the per-step optimum for the speeds given."""
+    from .usctec import plan_step
+
+    return plan_step(placement, available, speeds, L, S)
+
+
+def cyclic_plan(placement, available, speeds, L, S):
+    """Coded elastic computing (Yang et al.): equal loads ``(L+S)/N_t``, blind to speeds."""
+    from .usctec import plan_step
+
+    return plan_step(placement, available, np.ones(len(tuple(available))), L, S)
+
+
+def uncoded_plan(placement, available, speeds, L, S):
+    """Uncoded: rows split evenly over the machines present (``L=1, S=0``), wait for all."""
+    from .usctec import plan_step
+
+    return plan_step(placement, available, np.ones(len(tuple(available))), 1, 0)
+
+
+POLICIES: dict[str, Callable] = {
+    "usctec": usctec_plan,
+    "cyclic": cyclic_plan,
+    "uncoded": uncoded_plan,
+}
+
+
+def get_policy(name: str) -> Callable:
+    """The plan function of policy ``name``."""
+    try:
+        return POLICIES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"policy: unknown policy {name!r}; known: {sorted(POLICIES)}") from None
