@@ -68,8 +68,8 @@ class ElasticCluster:
     readable on every node).  ``machines``: a count, a list of ``{id, speed, storage}`` dicts (or
     speeds, or :class:`MachineSpec`), or ``"auto"`` (one worker per Ray node, or per
     ``cpus_per_worker`` CPUs, following nodes that join and die).  ``time_scale`` > 0 emulates
-    speeds: a machine with load ``theta`` (fraction of rows) takes ``theta / speed * time_scale``
-    seconds.  ``churn``: a :class:`~elastic_coded.churn.ChurnScript`, a mapping, or a YAML path.
+    speeds: a machine that computes the fraction ``w`` of the step's products takes
+    ``w / speed * time_scale`` seconds; with ``0`` machines run at their real speed.  ``churn``: a :class:`~elastic_coded.churn.ChurnScript`, a mapping, or a YAML path.
     ``address``: ``None`` starts an embedded local Ray (``num_cpus``), ``"auto"`` joins a running
     cluster.
     """
@@ -97,6 +97,7 @@ class ElasticCluster:
         self.time_scale = float(time_scale)
         self.reports: list[StepReport] = []
         self._step = 0
+        self._crash_idle: list[str] = []
         self._closed = False
         if churn is None:
             churn = ChurnScript()
@@ -181,33 +182,39 @@ class ElasticCluster:
         return summarize(self.reports)
 
     # -- a step ---------------------------------------------------------------------------------------
-    def multiply(self, B, policy: str | None = None) -> np.ndarray:
-        """``A @ B`` for this step's machines (see the module docstring)."""
+    def multiply(self, B, policy: str | None = None, events: StepEvents | None = None) -> np.ndarray:
+        """``A @ B`` for this step's machines (see the module docstring).
+
+        ``policy`` overrides the cluster's policy for this step; ``events`` replaces the churn
+        script's events for this step (benchmarks replay one trace under several policies)."""
         policy = policy or self.policy
         get_policy(policy)
         if self._closed:
             raise RuntimeError("cluster: already shut down")
         B = self.F.asarray(B, "B")
         if B.ndim == 1:
-            return self.multiply(B[:, None], policy)[:, 0]
+            return self.multiply(B[:, None], policy, events)[:, 0]
         if B.ndim != 2 or B.shape[0] != self.shape[1]:
             raise ValueError(f"B: shape {B.shape} does not fit A {self.shape} "
                              f"(B.shape[0] must equal {self.shape[1]})")
         L_eff = 1 if policy == "uncoded" else self.L
         pad = (-B.shape[1]) % L_eff
         Bp = np.concatenate([B, self.F.zeros((B.shape[0], pad))], axis=1) if pad else B
-        ev = self._apply_churn()
+        ev = self._apply_churn(events)
         Y = self._run_step(Bp, policy, ev)
         return Y[:, :B.shape[1]] if pad else Y
 
-    def _apply_churn(self) -> StepEvents:
+    def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
         present = self.machines()
-        ev = self._churn.events(self._step, present, self.L + self.S)
+        if ev is None:
+            ev = self._churn.events(self._step, present, self.L + self.S)
         for m in ev.leave:
             if m in present:
                 self.remove_machine(m)
         if ev.join:
             self.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
+        # a crash scheduled for a machine that gets no work this step happens all the same
+        self._crash_idle = [m for m in ev.crash if m in present]
         return ev
 
     def _run_step(self, B: np.ndarray, policy: str, ev: StepEvents) -> np.ndarray:
@@ -246,13 +253,16 @@ class ElasticCluster:
             used = sorted({t[1] for t in tasks})
             arg = {p: i for i, p in enumerate(used)}
             call = [(t[0], arg[t[1]], t[2], t[3]) for t in tasks]
-            r = handle.compute.remote(self._step, call, float(ev.slow.get(machine, 1.0)), 0.0,
-                                      crash_at, *[ref(p) for p in used])
+            r = handle.compute.remote(self._step, call, B.shape[1], float(ev.slow.get(machine, 1.0)),
+                                      0.0, crash_at, *[ref(p) for p in used])
             pending[r] = (machine, tasks, time.perf_counter())
 
         for m, ts in tasks_of.items():
             dispatch(m, handles[m], [(t.piece, t.position, t.rows, t.cols) for t in ts],
                      0.5 if m in ev.crash else None)
+        for m in self._crash_idle:
+            if m not in tasks_of and m in handles:
+                ray.kill(handles[m], no_restart=True)
         results: dict[int, dict] = {pi: {} for pi in range(len(plan.pieces))}
         used_by: dict[int, tuple] = {}
         decoded: dict[int, np.ndarray] = {}
@@ -326,17 +336,16 @@ class ElasticCluster:
         Y = assemble(plan, decoded, num_cols, self.F.dtype)
         t_end = time.perf_counter()
         # speeds: measured where a result came back, an upper bound where it was cancelled
+        # (work is in units of the whole step's products, so estimates share the speeds' units)
         measured = {}
         scale = self.time_scale if self.time_scale > 0 else 1.0
         for m, o in finished.items():
-            if o["rows"]:
-                slow = float(ev.slow.get(m, 1.0))
-                measured[m] = (o["rows"] / plan.num_rows * scale / o["elapsed_s"] * slow, "value")
+            if o["work"] > 0:
+                measured[m] = (o["work"] * scale / o["elapsed_s"], "value")
         for r in leftover:
             m, tasks, t_sent = pending[r]
-            rows = sum(t[2][1] - t[2][0] for t in tasks)
-            if m not in ev.slow:
-                measured[m] = (rows / plan.num_rows * scale / max(1e-9, t_end - t_sent), "upper")
+            work = sum((t[2][1] - t[2][0]) for t in tasks) * num_cols / (plan.num_rows * B.shape[1])
+            measured[m] = (work * scale / max(1e-9, t_end - t_sent), "upper")
         report = StepReport(
             step=self._step, policy=policy, plan=plan, available=plan.available,
             joined=info["joined"], left=info["left"], failed=tuple(failed), stragglers=stragglers,

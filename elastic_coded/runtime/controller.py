@@ -52,7 +52,8 @@ class Controller:
 
     def __init__(self, *, num_rows: int, L: int, S: int, field_spec, source, time_scale: float,
                  placement: str = "design", seed: int = 0, learn_speeds: bool = True,
-                 auto: dict | None = None, ping_timeout: float = 5.0, default_storage: float = 1.0):
+                 auto: dict | None = None, ping_timeout: float = 5.0, default_storage: float = 1.0,
+                 health_interval: float = 1.0):
         self.q = int(num_rows)
         self.L, self.S = int(L), int(S)
         self.field_spec = field_spec
@@ -69,6 +70,9 @@ class Controller:
         self.pending_left: list[str] = []
         self.pending_joined: list[str] = []
         self.pending_moved = 0
+        self.health_interval = health_interval
+        self._health = None
+        self._calibrated = time_scale > 0  # emulated speeds are already in the plan's units
         self._auto_count = 0
         self._metrics = None
 
@@ -139,7 +143,9 @@ class Controller:
                                               samples=16, seed=self.seed)
         moved = [(a, b, m) for m in ids for a, b in self.placement.rows_of(m)]
         await self._store(moved)
-        await asyncio.gather(*[m.handle.ping.remote() for m in self.members.values()])
+        await self.ping_all()
+        if self.health_interval > 0:
+            self._health = asyncio.get_event_loop().create_task(self._health_loop())
         return {"machines": ids, "placement": repr(self.placement)}
 
     def _auto_specs(self) -> list[MachineSpec]:
@@ -199,28 +205,37 @@ class Controller:
         for m in machines:
             self._drop(m)
 
-    async def refresh(self) -> None:
-        """Detect dead actors and nodes; in auto mode add workers for new nodes."""
+    async def check_nodes(self) -> None:
+        """Drop machines whose Ray node died; in auto mode start workers on new nodes.  Cheap
+        (one GCS query), so it runs before every step."""
         alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
         for mid, m in list(self.members.items()):
             if m.node is not None and m.node not in alive_nodes:
                 self._drop(mid)
-        ids = list(self.members)
-        answers = await asyncio.gather(
-            *[_ping(self.members[i].handle, self.ping_timeout) for i in ids])
-        results = {}
-        for i, (state, res) in zip(ids, answers):
-            if state == "dead":
-                self._drop(i)
-            elif state == "ok":
-                results[i] = res
-        for i, res in results.items():
-            if i in self.members and self.members[i].node is None:
-                self.members[i].node = res["node"]
         if self.auto is not None:
             new = self._auto_specs()
             if new:
                 await self.add_machines(new)
+
+    async def ping_all(self) -> None:
+        """Ping every worker; drop those whose actor is dead.  A worker slow to answer stays."""
+        ids = list(self.members)
+        answers = await asyncio.gather(
+            *[_ping(self.members[i].handle, self.ping_timeout) for i in ids])
+        for i, (state, res) in zip(ids, answers):
+            if state == "dead":
+                self._drop(i)
+            elif state == "ok" and i in self.members and self.members[i].node is None:
+                self.members[i].node = res["node"]
+
+    async def _health_loop(self) -> None:
+        """Background liveness checks, off the steps' critical path."""
+        while True:
+            await asyncio.sleep(self.health_interval)
+            try:
+                await self.ping_all()
+            except Exception as exc:  # keep checking whatever happens
+                log.warning("health check failed: %s", exc)
 
     async def _repair(self) -> int:
         present = list(self.members)
@@ -233,7 +248,7 @@ class Controller:
         """Refresh membership, repair storage, plan and validate the step for the machines
         present.  ``S`` overrides the configured ``S`` (opt-in lower redundancy)."""
         t0 = time.perf_counter()
-        await self.refresh()
+        await self.check_nodes()
         present = sorted(self.members)
         S_eff = self.S if S is None else S
         if len(present) < self.L + S_eff:
@@ -280,6 +295,15 @@ class Controller:
                      stragglers: int) -> None:
         """Update speed estimates from ``{machine: measured speed or (bound, 'upper')}``."""
         if self.learn:
+            if not self._calibrated:
+                # real mode: configured speeds are relative; put them in measured units once
+                ratios = [v / self.members[m].speed_est for m, (v, k) in measured.items()
+                          if k == "value" and m in self.members and v > 0]
+                if ratios:
+                    f = float(np.median(ratios))
+                    for mem in self.members.values():
+                        mem.speed_est *= f
+                    self._calibrated = True
             for m, (value, kind) in measured.items():
                 if m not in self.members or not np.isfinite(value) or value <= 0:
                     continue
@@ -305,6 +329,8 @@ class Controller:
         }
 
     async def shutdown(self) -> None:
+        if self._health is not None:
+            self._health.cancel()
         for m in list(self.members.values()):
             try:
                 ray.kill(m.handle, no_restart=True)

@@ -2,8 +2,8 @@
 
 An async actor, so that a running step can be cancelled (``ray.cancel``) and a ping is answered
 while it computes.  For experiments on one machine it can emulate a speed: the work of a step is
-paced to ``load / speed * time_scale`` seconds (load = rows computed / q), times a straggling
-factor; it can also pause or crash in the middle of a step.  All of it is driven by the arguments
+paced to ``work / speed * time_scale`` seconds, ``work`` being the products it computed over
+those of the whole ``A @ B`` (``rows * cols / (q * r)``), times a straggling factor; it can also pause or crash in the middle of a step.  All of it is driven by the arguments
 of :meth:`Worker.compute`, so scripts and seeds decide it, never the worker.
 """
 
@@ -98,32 +98,39 @@ class Worker:
         raise KeyError(f"machine {self.id} does not store rows {a}:{b}")
 
     # -- compute -------------------------------------------------------------------------------
-    async def compute(self, step: int, tasks, slow: float = 1.0, pause: float = 0.0,
-                      crash_at: float | None = None, *coded) -> dict:
-        """Compute ``tasks`` = ``[(piece, arg, (start, stop), cols), ...]`` on ``coded[arg]``.
+    async def compute(self, step: int, tasks, total_cols: int, slow: float = 1.0,
+                      pause: float = 0.0, crash_at: float | None = None, *coded) -> dict:
+        """Compute ``tasks`` = ``[(piece, arg, (start, stop), cols), ...]`` on ``coded[arg]``;
+        ``total_cols`` is ``r``, the column count of the step's whole ``B``.
 
-        Returns ``{"machine", "step", "results": {piece: H}, "rows", "compute_s", "elapsed_s"}``.
-        ``crash_at`` in [0, 1]: exit the process after that fraction of the paced time.
+        Returns ``{"machine", "step", "results": {piece: H}, "rows", "work", "compute_s",
+        "elapsed_s"}``.  ``crash_at`` in [0, 1]: exit the process after that fraction of the
+        paced time.
         """
         t0 = time.perf_counter()
         results = {}
         rows_done = 0
+        products = 0
         for piece, arg, rows, cols in tasks:
             A_rows = self._rows(rows)
             Bt = coded[arg] if cols is None else coded[arg][:, cols[0]:cols[1]]
             results[piece] = await asyncio.to_thread(self.F.matmul, A_rows, Bt)
             rows_done += rows[1] - rows[0]
+            products += (rows[1] - rows[0]) * Bt.shape[1]
         compute_s = time.perf_counter() - t0
+        work = products / (self.num_rows * max(1, total_cols))
         if self.time_scale > 0:
-            target = rows_done / self.num_rows / self.speed * self.time_scale * slow + pause
+            target = work / self.speed * self.time_scale * slow + pause
         else:
             target = compute_s * slow + pause
         if crash_at is not None:
-            await asyncio.sleep(max(0.0, target * crash_at - (time.perf_counter() - t0)))
-            os._exit(1)
+            try:
+                await asyncio.sleep(max(0.0, target * crash_at - (time.perf_counter() - t0)))
+            finally:  # a scripted crash happens even if the step no longer needs this result
+                os._exit(1)
         await asyncio.sleep(max(0.0, target - (time.perf_counter() - t0)))
         return {"machine": self.id, "step": step, "results": results, "rows": rows_done,
-                "compute_s": compute_s, "elapsed_s": time.perf_counter() - t0}
+                "work": work, "compute_s": compute_s, "elapsed_s": time.perf_counter() - t0}
 
     async def exit(self) -> None:
         """Graceful departure."""
