@@ -98,6 +98,8 @@ class ElasticCluster:
         self.reports: list[StepReport] = []
         self._step = 0
         self._crash_idle: list[str] = []
+        self._handles: dict = {}  # machine -> actor handle, cached across steps
+        self._present: list | None = None  # machines present at the last step
         self._closed = False
         if churn is None:
             churn = ChurnScript()
@@ -162,11 +164,15 @@ class ElasticCluster:
         """Start machines (dicts ``{id, speed, storage}`` or :class:`MachineSpec`) and give them
         storage; they are planned in from the next step.  Returns rows copied."""
         specs = _machine_specs(list(machines), 1.0)
-        return ray.get(self.controller.add_machines.remote(specs))
+        moved = ray.get(self.controller.add_machines.remote(specs))
+        self._present = None
+        return moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Take a machine away: gracefully, or as a crash (killed; detected at the next step)."""
         ray.get(self.controller.remove_machine.remote(machine, crash))
+        self._handles.pop(machine, None)
+        self._present = None
 
     def machines(self) -> list[str]:
         return ray.get(self.controller.snapshot.remote())["machines"]
@@ -205,7 +211,9 @@ class ElasticCluster:
         return Y[:, :B.shape[1]] if pad else Y
 
     def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
-        present = self.machines()
+        if self._present is None:
+            self._present = self.machines()
+        present = self._present
         if ev is None:
             ev = self._churn.events(self._step, present, self.L + self.S)
         for m in ev.leave:
@@ -221,7 +229,7 @@ class ElasticCluster:
         t0 = time.perf_counter()
         S_override = None
         try:
-            info = ray.get(self.controller.prepare_step.remote(policy))
+            info = ray.get(self.controller.prepare_step.remote(policy, None, tuple(self._handles)))
         except ValueError as exc:
             if not self.allow_lower_S or "fewer than L+S" not in str(exc):
                 raise
@@ -230,9 +238,14 @@ class ElasticCluster:
                 raise
             S_override = n - self.L
             log.warning("running step %d with S=%d (fewer machines than L+S)", self._step, S_override)
-            info = ray.get(self.controller.prepare_step.remote(policy, S_override))
+            info = ray.get(self.controller.prepare_step.remote(policy, S_override,
+                                                               tuple(self._handles)))
         plan = info["plan"]
-        handles = info["handles"]
+        self._handles.update(info["handles"])
+        # forget machines that are gone, so a reused id never reaches a stale handle
+        self._handles = {m: self._handles[m] for m in plan.available}
+        handles = self._handles
+        self._present = list(plan.available)
         code = lagrange_code(self.F, plan.L, plan.S)
         t1 = time.perf_counter()
         coded = code.encode(B)
@@ -297,7 +310,7 @@ class ElasticCluster:
                     redo = [t for t in lost if any(t[0] == n[0] for n in need)]
                     if redo:
                         recovered.update(t[0] for t in redo)
-                        assign = ray.get(self.controller.recover.remote(redo, failed))
+                        assign = ray.get(self.controller.recover.remote(redo, failed, plan.S))
                         for m2, (h2, ts2) in assign.items():
                             for t in ts2:
                                 positions_alive[t[0]].add(t[1])

@@ -84,12 +84,13 @@ class Controller:
         return Worker.options(**opts).remote(spec.id, self.field_spec, spec.speed,
                                              self.time_scale, self.q)
 
-    async def _store(self, moved) -> int:
-        """Send rows ``[(start, stop, machine), ...]`` to their machines; returns rows moved."""
+    async def _store(self, moved) -> list[str]:
+        """Send rows ``[(start, stop, machine), ...]`` to their machines.  Returns the machines
+        found dead on the way (the caller re-plans storage without them)."""
         by_machine: dict[str, list] = {}
         for a, b, m in moved:
             by_machine.setdefault(m, []).append((a, b))
-        calls = []
+        calls, who = [], []
         for m, ranges in by_machine.items():
             h = self.members[m].handle
             if self.source[0] == "npy":
@@ -101,9 +102,15 @@ class Controller:
                         if any(a < ends[i] and starts[i] < b for a, b in ranges)]
                 calls.append(h.store_chunks.remote(ranges, [starts[i] for i in need],
                                                    *[refs[i] for i in need]))
+            who.append(m)
+        dead = []
         if calls:
-            await asyncio.gather(*calls)
-        return sum(b - a for a, b, _ in moved)
+            for m, out in zip(who, await asyncio.gather(*calls, return_exceptions=True)):
+                if isinstance(out, ray.exceptions.RayActorError):
+                    dead.append(m)
+                elif isinstance(out, BaseException):
+                    raise out
+        return dead
 
     def _metric(self):
         if self._metrics is None:
@@ -142,7 +149,9 @@ class Controller:
             self.placement = design_placement(self.q, ids, budgets, model, self.L, self.S,
                                               samples=16, seed=self.seed)
         moved = [(a, b, m) for m in ids for a, b in self.placement.rows_of(m)]
-        await self._store(moved)
+        dead = await self._store(moved)
+        if dead:
+            raise RuntimeError(f"machines {dead} died while receiving their rows")
         await self.ping_all()
         if self.health_interval > 0:
             self._health = asyncio.get_event_loop().create_task(self._health_loop())
@@ -177,7 +186,10 @@ class Controller:
                 raise ValueError(f"machines: id {s.id!r} is already present")
             self.members[s.id] = _Member(s, self._spawn(s), s.speed, s.node)
             self.placement, moved = extend_placement(self.placement, s.id, s.storage)
-            moved_total += await self._store(moved)
+            if await self._store(moved):
+                self._drop(s.id)  # died before it could be planned in
+                continue
+            moved_total += sum(b - a for a, b, _ in moved)
             self.pending_joined.append(s.id)
         self.pending_moved += moved_total
         return moved_total
@@ -237,16 +249,36 @@ class Controller:
             except Exception as exc:  # keep checking whatever happens
                 log.warning("health check failed: %s", exc)
 
-    async def _repair(self) -> int:
-        present = list(self.members)
-        budgets = {m: self.members[m].spec.storage for m in present}
-        self.placement, moved = repair_placement(self.placement, present, self.L, self.S, budgets)
-        return await self._store(moved)
+    async def _repair(self, S: int | None = None) -> int:
+        """Give every row ``L+S`` holders among the machines present; machines found dead while
+        storing are dropped and the repair is redone.  Returns rows copied."""
+        copied = 0
+        for _ in range(len(self.members) + 1):
+            present = list(self.members)
+            budgets = {m: self.members[m].spec.storage for m in present}
+            before = {m: self.placement.stored_rows(m) for m in present}
+            self.placement, moved = repair_placement(self.placement, present, self.L,
+                                                     self.S if S is None else S, budgets)
+            dead = await self._store(moved)
+            copied += sum(b - a for a, b, m in moved if m not in dead)
+            if dead:
+                for m in dead:
+                    self._drop(m)
+                continue
+            # machines that gave up copies to make room drop those rows
+            shrunk = [m for m in present if self.placement.stored_rows(m) < before[m] + sum(
+                b - a for a, b, x in moved if x == m)]
+            if shrunk:
+                await asyncio.gather(*[self.members[m].handle.keep_only.remote(
+                    self.placement.rows_of(m)) for m in shrunk], return_exceptions=True)
+            return copied
+        raise RuntimeError("storage repair did not settle")
 
     # -- steps ------------------------------------------------------------------------------------
-    async def prepare_step(self, policy: str, S: int | None = None) -> dict:
+    async def prepare_step(self, policy: str, S: int | None = None, known: tuple = ()) -> dict:
         """Refresh membership, repair storage, plan and validate the step for the machines
-        present.  ``S`` overrides the configured ``S`` (opt-in lower redundancy)."""
+        present.  ``S`` overrides the configured ``S`` (opt-in lower redundancy).  Handles are
+        returned only for machines not in ``known`` (the driver caches them)."""
         t0 = time.perf_counter()
         await self.check_nodes()
         present = sorted(self.members)
@@ -256,14 +288,13 @@ class Controller:
                 f"machines: {len(present)} present ({present}), fewer than L+S = "
                 f"{self.L + S_eff}; add machines, or pass allow_lower_S=True to run with "
                 f"S = {max(0, len(present) - self.L)}")
-        moved = self.pending_moved + await self._repair()
+        moved = self.pending_moved + await self._repair(S_eff)
         speeds = [self.members[m].speed_est for m in present]
         plan = get_policy(policy)(self.placement, present, speeds, self.L, S_eff)
         validate(plan, self.placement)
         info = {
             "plan": plan,
-            "placement": self.placement,
-            "handles": {m: self.members[m].handle for m in present},
+            "handles": {m: self.members[m].handle for m in present if m not in known},
             "joined": tuple(self.pending_joined),
             "left": tuple(self.pending_left),
             "rows_moved": moved,
@@ -272,12 +303,12 @@ class Controller:
         self.pending_joined, self.pending_left, self.pending_moved = [], [], 0
         return info
 
-    async def recover(self, lost: list, dead: list[str]) -> dict:
+    async def recover(self, lost: list, dead: list[str], S: int | None = None) -> dict:
         """Re-plan lost tasks ``[(piece, position, rows, cols), ...]`` on live machines that store
         the rows (repairing storage first if needed).  Returns ``{machine: (handle, tasks)}``."""
         for m in dead:
             self._drop(m)
-        moved = await self._repair()
+        moved = await self._repair(S)
         self.pending_moved += moved
         load = {m: 0 for m in self.members}
         out: dict[str, tuple] = {}

@@ -601,7 +601,8 @@ def expected_time(placement: Placement, speed_model, L: int, S: int, samples: in
 def repair_placement(placement: Placement, present, L: int, S: int,
                      budgets: dict | None = None) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
     """Drop machines not ``present`` and give every row at least ``L+S`` present holders, adding
-    copies on present machines within their budgets (most spare room first).
+    copies on present machines within their budgets (most spare room first).  When that greedy
+    gets stuck, every block is re-placed at once by :func:`_rebalance` (fewest rows moved).
 
     Returns the new placement and the copies made as ``(start, stop, machine)``.
     ``budgets`` maps present machines missing from the placement to their budgets (joiners).
@@ -634,9 +635,8 @@ def repair_placement(placement: Placement, present, L: int, S: int,
             continue
         cands = [m for m in present if m not in b.holders and cap[m] - used[m] > 0]
         if not cands:
-            raise ValueError(
-                f"budgets: rows {b.start}:{b.stop} have {len(b.holders)} holders and no present "
-                f"machine has spare storage; L+S = {K} copies cannot be kept")
+            # the greedy is stuck: re-place every block at once, moving as few rows as possible
+            return _rebalance(placement, blocks, present, cap, K, e)
         m = max(cands, key=lambda x: (cap[x] - used[x], -present.index(x)))
         take = min(cap[m] - used[m], b.size)
         used[m] += take
@@ -645,6 +645,61 @@ def repair_placement(placement: Placement, present, L: int, S: int,
         if take < b.size:
             queue.insert(1, RowBlock(b.start + take, b.stop, b.holders))
     new = Placement(q, present, tuple(float(e[m]) for m in present), _merge_blocks(done))
+    return new, moved
+
+
+def _rebalance(placement: Placement, blocks: list[RowBlock], present: tuple, cap: dict, K: int,
+               e: dict) -> tuple[Placement, list]:
+    """Re-place every block on exactly ``K`` present machines within ``cap`` rows each, moving as
+    few rows as possible.
+
+    A transportation LP over integer row counts ``z[b, m]`` (``sum_m z = K |b|``,
+    ``sum_b z <= cap[m]``, ``0 <= z <= |b|``, cost 1 per row on a machine that lacks it); its
+    constraint matrix is totally unimodular, so the optimum is integral.  Each block's counts are
+    then laid out by McNaughton's wrap-around rule (machine after machine along ``K`` passes over
+    the block's rows), so every row gets exactly ``K`` distinct machines.
+    """
+    q = placement.num_rows
+    nb, nm = len(blocks), len(present)
+    cost = np.array([[0.0 if m in b.holders else 1.0 for m in present] for b in blocks]).ravel()
+    rows_i = np.repeat(np.arange(nb), nm)
+    cols_i = np.arange(nb * nm)
+    A_eq = sparse.csr_matrix((np.ones(nb * nm), (rows_i, cols_i)), shape=(nb, nb * nm))
+    A_ub = sparse.csr_matrix((np.ones(nb * nm), (np.tile(np.arange(nm), nb), cols_i)),
+                             shape=(nm, nb * nm))
+    sizes = np.array([b.size for b in blocks], dtype=float)
+    res = linprog(cost, A_ub=A_ub, b_ub=np.array([cap[m] for m in present], dtype=float),
+                  A_eq=A_eq, b_eq=K * sizes, bounds=np.stack([np.zeros(nb * nm),
+                                                              np.repeat(sizes, nm)], axis=1),
+                  method="highs-ds")
+    if res.status != 0:
+        raise ValueError(
+            f"budgets: the machines present ({list(present)}) cannot hold every row L+S = {K} "
+            f"times within their storage budgets")
+    z = np.rint(res.x).astype(np.int64).reshape(nb, nm)
+    out: list[RowBlock] = []
+    moved: list = []
+    for bi, b in enumerate(blocks):
+        order = sorted(range(nm), key=lambda j: (present[j] not in b.holders, j))
+        cuts = {0, b.size}
+        spans = []  # (machine, offset start, offset stop) within the block
+        pos = 0
+        for j in order:
+            n = int(z[bi, j])
+            while n > 0:
+                take = min(n, b.size - pos)
+                spans.append((present[j], pos, pos + take))
+                cuts.update((pos, pos + take))
+                n -= take
+                pos = (pos + take) % b.size
+        edges = sorted(cuts)
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            hs = _sorted_holders(m for m, a, c in spans if a <= lo and hi <= c)
+            out.append(RowBlock(b.start + lo, b.start + hi, hs))
+        for m, a, c in spans:
+            if m not in b.holders:
+                moved.append((b.start + a, b.start + c, m))
+    new = Placement(q, present, tuple(float(e[m]) for m in present), _merge_blocks(out))
     return new, moved
 
 

@@ -290,8 +290,11 @@ def test_repair_restores_replication_within_budgets(N, gone, seed):
     assert set(new.machines) == set(present)
     for m in present:
         assert new.stored_rows(m) <= 0.9 * 120
-    assert sum(b - a for a, b, _ in moved) == sum(
-        max(0, L + S - h) * blk.size for blk, h in zip(pl.blocks, pl.holders_present(present)))
+    deficit = sum(max(0, L + S - h) * blk.size
+                  for blk, h in zip(pl.blocks, pl.holders_present(present)))
+    assert sum(b - a for a, b, _ in moved) >= deficit
+    for a, b, m in moved:  # every copy made lands on a machine that now holds those rows
+        assert any(x <= a and b <= y for x, y in new.rows_of(m))
     plan = plan_step(new, present, rng.uniform(1, 3, len(present)), L, S)
     validate(plan, new)
 
@@ -318,3 +321,25 @@ def test_reprs_are_readable():
     plan = plan_step(pl, range(5), [1, 2, 3, 4, 5], 2, 1)
     assert "Placement(30 rows in 5 blocks on 5 machines" in repr(pl)
     assert repr(plan).startswith("StepPlan(L=2, S=1, 5 machines")
+
+
+def test_repair_rebalances_when_the_greedy_is_stuck():
+    """Full machines lacking the under-replicated rows: the transportation LP re-places."""
+    ids = [f"m{i}" for i in range(5)]
+    pl = design_placement(60, ids, [0.9] * 5, SpeedModel((1., 2., 3., 1., 2.), 0.1, 5.0), 2, 1,
+                          samples=16)
+    pl, _ = extend_placement(pl, "new", 0.5)
+    present = ["m2", "m3", "m4", "new"]
+    new, moved = repair_placement(pl, present, 2, 1)
+    assert new.min_replication() == 3
+    for m in present:
+        assert new.stored_rows(m) <= {"new": 30}.get(m, 54)
+    deficit = sum(max(0, 3 - h) * blk.size for blk, h in zip(pl.blocks, pl.holders_present(present)))
+    assert deficit <= sum(b - a for a, b, _ in moved) <= 2 * deficit
+    validate(plan_step(new, present, [1, 2, 3, 4], 2, 1), new)
+
+
+def test_repair_impossible_budgets_raise():
+    pl = cyclic_placement(30, 4, 2, 1)  # each machine stores exactly 3/4 of the rows
+    with pytest.raises(ValueError, match="cannot hold every row L\\+S = 3 times"):
+        repair_placement(pl, [0, 1, 2], 2, 1)

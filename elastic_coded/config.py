@@ -1,0 +1,191 @@
+"""Run configuration: a YAML file read into a frozen dataclass, every error naming the key, the
+value and the rule.
+
+Example (``examples/quickstart.yaml`` is a complete one)::
+
+    job: power_iteration        # matmul | power_iteration | regression
+    steps: 30
+    seed: 0
+    matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}
+    input_cols: 4               # columns of B per step (matmul only)
+    field: real                 # real | gf(p) | gf(<prime>) | gf(2^T)
+    policy: usctec              # usctec | cyclic | uncoded
+    L: 4
+    S: 2
+    placement: design           # design | cyclic
+    storage: 0.8                # default storage budget e[n]
+    time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
+    machines: 12                # a count, a list of {id, speed, storage}, or auto
+    churn: examples/churn.yaml  # a path or an inline mapping (see elastic_coded.churn)
+    allow_lower_S: false
+    ray: {address: null, num_cpus: 2}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Mapping
+
+from .algebra.fields import field as make_field
+from .churn import ChurnScript, load_churn, parse_churn
+from .schemes.registry import POLICIES
+
+__all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
+
+JOBS = ("matmul", "power_iteration", "regression")
+
+
+class ConfigError(ValueError):
+    """A configuration key has a value that breaks its rule."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    job: str = "matmul"
+    steps: int = 10
+    seed: int = 0
+    rows: int = 240
+    cols: int = 120
+    path: str | None = None
+    input_cols: int = 4
+    field: str = "real"
+    policy: str = "usctec"
+    L: int = 4
+    S: int = 2
+    placement: str = "design"
+    storage: float = 1.0
+    time_scale: float = 0.0
+    machines: Any = 8
+    churn: ChurnScript = dc_field(default_factory=ChurnScript)
+    allow_lower_S: bool = False
+    address: str | None = None
+    num_cpus: int | None = None
+    check: bool = True
+
+
+def _err(key: str, value: Any, rule: str) -> ConfigError:
+    return ConfigError(f"config key '{key}': {value!r} {rule}")
+
+
+def _int(doc, key, default, lo=None):
+    v = doc.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or (lo is not None and v < lo):
+        raise _err(key, v, f"must be an int{f' >= {lo}' if lo is not None else ''}")
+    return v
+
+
+def _num(doc, key, default, lo=None, hi=None, lo_open=False):
+    v = doc.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _err(key, v, "must be a number")
+    if lo is not None and (v <= lo if lo_open else v < lo):
+        raise _err(key, v, f"must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and v > hi:
+        raise _err(key, v, f"must be <= {hi}")
+    return float(v)
+
+
+def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
+    """A :class:`RunConfig` from a parsed YAML mapping; relative paths are taken from
+    ``base_dir``."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
+    known = {"job", "steps", "seed", "matrix", "input_cols", "field", "policy", "L", "S",
+             "placement", "storage", "time_scale", "machines", "churn", "allow_lower_S", "ray",
+             "check"}
+    unknown = set(doc) - known
+    if unknown:
+        raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    job = doc.get("job", "matmul")
+    if job not in JOBS:
+        raise _err("job", job, f"must be one of {list(JOBS)}")
+    matrix = doc.get("matrix", {}) or {}
+    if not isinstance(matrix, Mapping):
+        raise _err("matrix", matrix, "must be a mapping {rows, cols} or {path}")
+    bad = set(matrix) - {"rows", "cols", "path"}
+    if bad:
+        raise ConfigError(f"config key 'matrix': unknown keys {sorted(bad)}; known: rows, cols, path")
+    path = matrix.get("path")
+    if path is not None:
+        path = os.path.join(base_dir, path) if not os.path.isabs(path) else path
+        if not os.path.exists(path):
+            raise _err("matrix.path", matrix.get("path"), "must name an existing .npy file")
+    rows = _int({"matrix.rows": matrix.get("rows", 240)}, "matrix.rows", 240, 1)
+    cols = _int({"matrix.cols": matrix.get("cols", 120)}, "matrix.cols", 120, 1)
+    if job == "power_iteration" and path is None and rows != cols:
+        raise ConfigError(f"config key 'matrix': power_iteration needs a square matrix, got "
+                          f"rows={rows}, cols={cols}")
+    fld = doc.get("field", "real")
+    try:
+        make_field(fld)
+    except (TypeError, ValueError) as exc:
+        raise _err("field", fld, f"is not a field: {exc}") from None
+    if job in ("power_iteration", "regression") and make_field(fld).exact:
+        raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
+    policy = doc.get("policy", "usctec")
+    if policy not in POLICIES:
+        raise _err("policy", policy, f"must be one of {sorted(POLICIES)}")
+    placement = doc.get("placement", "design")
+    if placement not in ("design", "cyclic"):
+        raise _err("placement", placement, "must be 'design' or 'cyclic'")
+    L = _int(doc, "L", 4, 1)
+    S = _int(doc, "S", 2, 0)
+    machines = doc.get("machines", 8)
+    if machines == "auto":
+        pass
+    elif isinstance(machines, int) and not isinstance(machines, bool):
+        if machines < L + S:
+            raise _err("machines", machines, f"must be at least L+S = {L + S}")
+    elif isinstance(machines, list):
+        for i, m in enumerate(machines):
+            if not isinstance(m, (Mapping, int, float)) or isinstance(m, bool):
+                raise _err(f"machines[{i}]", m, "must be {id, speed, storage} or a speed")
+        if len(machines) < L + S:
+            raise _err("machines", f"{len(machines)} machines", f"must be at least L+S = {L + S}")
+    else:
+        raise _err("machines", machines, "must be a count, a list of {id, speed, storage}, or auto")
+    churn = doc.get("churn")
+    try:
+        if isinstance(churn, str):
+            cpath = churn if os.path.isabs(churn) else os.path.join(base_dir, churn)
+            if not os.path.exists(cpath):
+                raise _err("churn", churn, "must name an existing YAML file")
+            churn = load_churn(cpath)
+        else:
+            churn = parse_churn(churn)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"config key 'churn': {exc}") from None
+    ray_doc = doc.get("ray", {}) or {}
+    if not isinstance(ray_doc, Mapping) or set(ray_doc) - {"address", "num_cpus"}:
+        raise _err("ray", ray_doc, "must be a mapping with keys address, num_cpus")
+    num_cpus = ray_doc.get("num_cpus")
+    if num_cpus is not None and (not isinstance(num_cpus, int) or num_cpus < 1):
+        raise _err("ray.num_cpus", num_cpus, "must be a positive int")
+    for key in ("allow_lower_S", "check"):
+        if not isinstance(doc.get(key, False), bool):
+            raise _err(key, doc.get(key), "must be true or false")
+    return RunConfig(
+        job=job, steps=_int(doc, "steps", 10, 1), seed=_int(doc, "seed", 0, 0), rows=rows,
+        cols=cols, path=path, input_cols=_int(doc, "input_cols", 4, 1), field=fld,
+        policy=policy, L=L, S=S, placement=placement,
+        storage=_num(doc, "storage", 1.0, 0, 1, lo_open=True),
+        time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
+        allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
+        num_cpus=num_cpus, check=doc.get("check", True))
+
+
+def load_config(path: str) -> RunConfig:
+    """Read and check a YAML run configuration."""
+    import yaml
+
+    if not os.path.exists(path):
+        raise ConfigError(f"config: no file at {path!r}")
+    with open(path) as fh:
+        try:
+            doc = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config: {path!r} is not valid YAML: {exc}") from None
+    return parse_config(doc or {}, base_dir=os.path.dirname(os.path.abspath(path)))

@@ -1,0 +1,152 @@
+"""The USCTEC runtime on real Ray actors: exact results, stragglers, membership, recovery."""
+
+import numpy as np
+import pytest
+
+from elastic_coded.algebra import field, relative_error
+from elastic_coded.churn import Join, StepEvents
+from elastic_coded.runtime import ElasticCluster
+
+pytestmark = pytest.mark.ray
+
+F = field("gf(65521)")
+
+
+def machines(n, speeds=None, storage=0.9):
+    speeds = speeds or [1.0 + (i % 3) for i in range(n)]
+    return [{"id": f"m{i}", "speed": speeds[i], "storage": storage} for i in range(n)]
+
+
+@pytest.mark.parametrize("policy", ["usctec", "cyclic", "uncoded"])
+def test_exact_in_gfp_for_every_policy(ray_session, policy):
+    rng = np.random.default_rng(1)
+    A = F.random((90, 20), rng)
+    with ElasticCluster(A, policy, L=3, S=2, machines=machines(7), field=F, time_scale=0.02) as c:
+        for _ in range(3):
+            B = F.random((20, 5), rng)  # 5 columns: padded to a multiple of L inside
+            assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        assert len(c.reports) == 3
+        r = c.reports[-1]
+        assert r.policy == policy and set(r.available) == {f"m{i}" for i in range(7)}
+        assert r.t_total >= r.t_compute >= 0
+
+
+def test_real_field_vector_and_stragglers(ray_session):
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((120, 30))
+    with ElasticCluster(A, L=4, S=2, machines=machines(8), time_scale=0.05) as c:
+        x = rng.standard_normal(30)
+        ev = StepEvents(slow={"m0": 20.0, "m1": 20.0})
+        y = c.multiply(x, events=ev)
+        assert y.shape == (120,)
+        assert relative_error(y, A @ x) <= 1e-9
+        r = c.reports[-1]
+        # the two 20x stragglers were not waited for
+        assert {"m0", "m1"} & set(r.stragglers)
+        assert not ({"m0", "m1"} & {m for ms in r.decoded_by.values() for m in ms})
+
+
+def test_join_and_leave(ray_session):
+    rng = np.random.default_rng(3)
+    A = F.random((60, 10), rng)
+    with ElasticCluster(A, L=2, S=1, machines=machines(5), field=F, time_scale=0.02) as c:
+        B = F.random((10, 4), rng)
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        moved = c.add_machines([{"id": "new", "speed": 4.0, "storage": 0.5}])
+        assert moved == 30
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        r = c.reports[-1]
+        assert r.joined == ("new",) and "new" in r.available
+        c.remove_machine("m0")
+        c.remove_machine("m1")
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        r = c.reports[-1]
+        assert set(r.left) == {"m0", "m1"} and "m0" not in r.available
+        assert c.placement().min_replication() >= 3
+
+
+def test_more_than_S_crashes_mid_step_are_recovered(ray_session):
+    rng = np.random.default_rng(4)
+    A = F.random((80, 12), rng)
+    ms = machines(6, speeds=[1.0] * 6, storage=1.0)
+    with ElasticCluster(A, L=2, S=1, machines=ms, field=F, time_scale=0.3,
+                        placement="cyclic", learn_speeds=False) as c:
+        B = F.random((12, 2), rng)
+        # three crashes in one step: every piece loses at least one result, some lose more than S
+        Y = c.multiply(B, events=StepEvents(crash=("m0", "m1", "m2")))
+        assert np.array_equal(Y, F.matmul(A, B))
+        r = c.reports[-1]
+        assert set(r.failed) == {"m0", "m1", "m2"}
+        assert r.recovered_pieces
+        Y = c.multiply(B)
+        assert np.array_equal(Y, F.matmul(A, B))
+        assert set(c.reports[-1].available) == {"m3", "m4", "m5"}
+
+
+def test_too_few_machines_is_a_clear_error_not_a_hang(ray_session):
+    rng = np.random.default_rng(5)
+    A = F.random((30, 6), rng)
+    with ElasticCluster(A, L=2, S=2, machines=machines(5, storage=1.0), field=F,
+                        time_scale=0.01) as c:
+        B = F.random((6, 2), rng)
+        c.remove_machine("m0")
+        c.remove_machine("m1")
+        with pytest.raises(ValueError, match=r"fewer than L\+S = 4"):
+            c.multiply(B)
+        assert len(c.reports) == 0  # the failed step left no report and no partial result
+        c.add_machines([{"id": "back", "speed": 1.0, "storage": 1.0}])
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+
+
+def test_opt_in_lower_S(ray_session):
+    rng = np.random.default_rng(6)
+    A = F.random((30, 6), rng)
+    with ElasticCluster(A, L=2, S=2, machines=machines(4, storage=1.0), field=F,
+                        time_scale=0.01, allow_lower_S=True) as c:
+        c.remove_machine("m3")
+        B = F.random((6, 2), rng)
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        assert c.reports[-1].plan.S == 1
+
+
+def test_matrix_from_npy_file(ray_session, tmp_path):
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((50, 8))
+    path = tmp_path / "A.npy"
+    np.save(path, A)
+    with ElasticCluster(str(path), L=2, S=1, machines=machines(4), time_scale=0.01) as c:
+        B = rng.standard_normal((8, 2))
+        assert relative_error(c.multiply(B), A @ B) <= 1e-9
+        c.add_machines([{"id": "j", "speed": 2.0, "storage": 0.5}])
+        c.remove_machine("m0")
+        assert relative_error(c.multiply(B), A @ B) <= 1e-9
+
+
+def test_bad_input(ray_session):
+    A = np.zeros((10, 4))
+    with pytest.raises(ValueError, match="policy: unknown policy 'fast'"):
+        ElasticCluster(A, "fast", L=2, S=1, machines=3)
+    with pytest.raises(ValueError, match="S: must be an int >= 0"):
+        ElasticCluster(A, L=2, S=-1, machines=3)
+    with pytest.raises(ValueError, match="speed of 'm0' must be positive"):
+        ElasticCluster(A, L=2, S=1, machines=[{"id": "m0", "speed": 0}] * 3)
+    with pytest.raises(ValueError, match="no file"):
+        ElasticCluster("/nonexistent/A.npy", L=2, S=1, machines=3)
+    with ElasticCluster(A, L=2, S=1, machines=3, time_scale=0.0) as c:
+        with pytest.raises(ValueError, match=r"B: shape \(5, 2\) does not fit A"):
+            c.multiply(np.zeros((5, 2)))
+        with pytest.raises(ValueError, match="finite"):
+            c.multiply(np.full((4, 2), np.nan))
+        assert np.allclose(c.multiply(np.ones((4, 2))), 0)
+
+
+def test_speed_estimates_follow_persistent_slowness(ray_session):
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((120, 10))
+    with ElasticCluster(A, L=2, S=1, machines=machines(5, speeds=[1.0] * 5, storage=1.0),
+                        time_scale=0.1) as c:
+        x = rng.standard_normal(10)
+        for _ in range(6):
+            c.multiply(x, events=StepEvents(slow={"m4": 8.0}))
+        est = c.speeds()
+        assert est["m4"] < 0.75 * np.median([est[m] for m in ("m0", "m1", "m2", "m3")])
