@@ -1,0 +1,27 @@
+"""DESIGN.md principle 1: planning and algebra never import Ray; the public API is explicit."""
+
+import subprocess
+import sys
+
+import pytest
+
+PURE = ["elastic_coded", "elastic_coded.algebra", "elastic_coded.algebra.lagrange",
+        "elastic_coded.algebra.mds", "elastic_coded.schemes.usctec", "elastic_coded.schemes.plan",
+        "elastic_coded.schemes.reference", "elastic_coded.schemes.registry",
+        "elastic_coded.schemes.unified", "elastic_coded.schemes.hetero", "elastic_coded.churn",
+        "elastic_coded.config", "elastic_coded.usctec", "elastic_coded.unified",
+        "elastic_coded.hetero"]
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_do_not_import_ray(module):
+    code = f"import sys, {module}; sys.exit(1 if 'ray' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0, f"{module} imports ray"
+
+
+def test_public_api_is_explicit():
+    import elastic_coded
+
+    for name in elastic_coded.__all__:
+        assert getattr(elastic_coded, name) is not None
+    assert elastic_coded.ElasticCluster.__name__ == "ElasticCluster"
