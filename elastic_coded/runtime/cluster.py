@@ -79,7 +79,8 @@ class ElasticCluster:
                  time_scale: float = 0.0, churn=None, seed: int = 0, learn_speeds: bool = True,
                  allow_lower_S: bool = False, address: str | None = None,
                  num_cpus: int | None = None, cpus_per_worker: float | None = None,
-                 ping_timeout: float = 5.0, chunk_rows: int | None = None):
+                 ping_timeout: float = 5.0, health_interval: float = 1.0,
+                 chunk_rows: int | None = None):
         get_policy(policy)
         if placement not in ("design", "cyclic"):
             raise ValueError(f"placement: 'design' or 'cyclic', got {placement!r}")
@@ -152,7 +153,7 @@ class ElasticCluster:
             num_rows=q, L=self.L, S=self.S, field_spec=self.F, source=source_kind,
             time_scale=self.time_scale, placement=placement, seed=seed,
             learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,
-            default_storage=storage)
+            default_storage=storage, health_interval=health_interval)
         try:
             ray.get(self.controller.start.remote(specs))
         except Exception:
