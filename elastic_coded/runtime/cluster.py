@@ -23,7 +23,7 @@ from ..algebra.fields import field as make_field
 from ..algebra.lagrange import lagrange_code
 from ..churn import ChurnScript, Join, StepEvents, load_churn, parse_churn
 from ..schemes.reference import assemble
-from ..schemes.registry import get_policy
+from ..schemes.registry import SPECULATION, get_policy
 from .controller import Controller, MachineSpec
 from .report import StepReport, summarize
 
@@ -267,9 +267,11 @@ class ElasticCluster:
             used = sorted({t[1] for t in tasks})
             arg = {p: i for i, p in enumerate(used)}
             call = [(t[0], arg[t[1]], t[2], t[3]) for t in tasks]
-            r = handle.compute.remote(self._step, call, B.shape[1], float(ev.slow.get(machine, 1.0)),
-                                      0.0, crash_at, *[ref(p) for p in used])
+            h = handle if handle is not None else handles[machine]
+            r = h.compute.remote(self._step, call, B.shape[1], float(ev.slow.get(machine, 1.0)),
+                                 0.0, crash_at, *[ref(p) for p in used])
             pending[r] = (machine, tasks, time.perf_counter())
+            return r
 
         for m, ts in tasks_of.items():
             dispatch(m, handles[m], [(t.piece, t.position, t.rows, t.cols) for t in ts],
@@ -288,11 +290,25 @@ class ElasticCluster:
         rows_done = 0
         wasted = 0
         t_last = t2
+        spec = SPECULATION.get(policy)
+        speculated: set = set()  # refs that got a backup copy, and the copies themselves
+        done_times: list[float] = []
+        backups = 0
         try:
             while len(decoded) < len(plan.pieces):
                 if not pending:
                     raise RuntimeError("step: results ran out before every piece decoded")
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                timeout = None
+                if spec and done_times:
+                    limit = spec * float(np.median(done_times))
+                    due = [t for r, (_, _, t) in pending.items() if r not in speculated]
+                    if due:
+                        timeout = max(0.0, min(due) + limit - time.perf_counter())
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
+                if not ready:
+                    backups += self._speculate(pending, speculated, limit, info["holders"],
+                                               decoded, dispatch)
+                    continue
                 r = ready[0]
                 machine, tasks, t_sent = pending.pop(r)
                 try:
@@ -319,7 +335,8 @@ class ElasticCluster:
                     else:
                         ray.get(self.controller.mark_dead.remote([machine]))
                     continue
-                finished[machine] = out
+                done_times.append(time.perf_counter() - t_sent)
+                finished.setdefault(machine, out)
                 rows_done += out["rows"]
                 useful = False
                 for piece, H in out["results"].items():
@@ -368,11 +385,37 @@ class ElasticCluster:
             total_rows=int(rows_done + sum(sum(t[2][1] - t[2][0] for t in pending[r][1])
                                            for r in leftover)),
             t_plan=t1 - t0, t_encode=t2 - t1, t_compute=t_last - t2, t_decode=t_decode,
-            t_total=t_end - t0, slowest_needed_s=slowest, c_plan=plan.c_int)
+            t_total=t_end - t0, slowest_needed_s=slowest, c_plan=plan.c_int, backups=backups)
         self.controller.report.remote(policy, measured, report.t_total, t_decode, len(stragglers))
         self.reports.append(report)
         self._step += 1
         return Y
+
+    @staticmethod
+    def _speculate(pending: dict, speculated: set, limit: float, holders: dict, decoded: dict,
+                   dispatch) -> int:
+        """Launch a backup copy of every task running longer than ``limit`` seconds on the least
+        busy other machine storing its rows.  Returns how many copies were launched."""
+        now = time.perf_counter()
+        busy: dict = {}
+        for m, _, _ in pending.values():
+            busy[m] = busy.get(m, 0) + 1
+        launched = 0
+        for r, (m, tasks, t_sent) in list(pending.items()):
+            if r in speculated or now - t_sent < limit:
+                continue
+            speculated.add(r)
+            for task in tasks:
+                if task[0] in decoded:
+                    continue
+                others = [h for h in holders.get(task[0], []) if h != m]
+                if not others:
+                    continue
+                target = min(others, key=lambda h: (busy.get(h, 0), h))
+                busy[target] = busy.get(target, 0) + 1
+                speculated.add(dispatch(target, None, [task]))
+                launched += 1
+        return launched
 
     # -- lifecycle --------------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -8,6 +8,7 @@ machines present and validates it (MATH.md §1, (9b)-(9f)) before handing it to 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..schemes.plan import Placement
-from ..schemes.registry import get_policy
+from ..schemes.registry import SPECULATION, get_policy
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
 from .worker import Worker
@@ -294,6 +295,8 @@ class Controller:
         validate(plan, self.placement)
         info = {
             "plan": plan,
+            "holders": _group_holders(plan, self.placement, present)
+            if policy in SPECULATION else None,
             "handles": {m: self.members[m].handle for m in present if m not in known},
             "joined": tuple(self.pending_joined),
             "left": tuple(self.pending_left),
@@ -381,3 +384,14 @@ async def _ping(handle, timeout: float):
         return "slow", None
     except ray.exceptions.RayError:
         return "dead", None
+
+
+def _group_holders(plan, placement: Placement, present) -> dict:
+    """``{piece: [present machines storing its rows]}`` (every group lies inside one block)."""
+    starts = [b.start for b in placement.blocks]
+    present = set(present)
+    out = {}
+    for pi, piece, group in plan.iter_pieces():
+        blk = placement.blocks[bisect.bisect_right(starts, group.rows[0]) - 1]
+        out[pi] = [m for m in blk.holders if m in present]
+    return out

@@ -48,6 +48,8 @@ class StepReport:
     """Longest worker-side time among the results used (the step's unavoidable compute)."""
     c_plan: float
     """The plan's computation time ``c_int`` (MATH.md §1 units)."""
+    backups: int = 0
+    """Backup copies launched (speculative execution only)."""
 
     @property
     def overhead_s(self) -> float:

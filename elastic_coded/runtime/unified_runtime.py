@@ -3,7 +3,7 @@
 ``K`` server actors each hold their coded rows of ``A`` (the storage design of
 :func:`~elastic_coded.schemes.unified.storage_design`, computed once; ``A`` is encoded on the
 driver and each server's rows go through the object store once).  Each
-:meth:`UnifiedCluster.multiply` step runs the four phases of the scheme:
+:meth:`UnifiedCluster.multiply` step runs the three phases of the scheme after storage:
 
 1. **Map.**  ``X`` is put in the object store once; every server multiplies its coded rows by all
    ``N`` inputs and keeps the result (actor state).  Its Map duration is drawn, seeded per step,
@@ -142,12 +142,13 @@ class UnifiedServer:
         self._plans: dict[int, ShufflePlan] = {}
         self._got: dict[int, dict] = {}
         self._cancelled = 0
+        self.version = -1
 
-    async def store(self, design: StorageDesign, stored: np.ndarray) -> int:
+    async def store(self, design: StorageDesign, stored: np.ndarray, version: int) -> int:
         """Keep this server's coded rows ``stored`` of ``design`` (replacing any earlier ones),
         and warm up the field arithmetic (library imports, compiled kernels), so that the first
         step's Map and Reduce times are the field's, not its start-up.  Returns rows stored."""
-        self.design = design
+        self.design, self.version = None, -1
         self.stored = np.asarray(stored)
         for state in (self._maps, self._plans, self._got):
             state.clear()
@@ -155,6 +156,7 @@ class UnifiedServer:
         n = self.stored.shape[1]
         await asyncio.to_thread(map_compute, design, self.stored[:1], fld.zeros((n, 1)))
         await asyncio.to_thread(fld.solve, fld.eye(2), fld.eye(2))
+        self.design, self.version = design, int(version)
         return int(self.stored.shape[0])
 
     async def ping(self) -> dict:
@@ -166,9 +168,13 @@ class UnifiedServer:
             for s in [s for s in state if s != step]:
                 del state[s]
 
-    async def map(self, step: int, X: np.ndarray, delay_s: float | None) -> dict:
+    async def map(self, step: int, X: np.ndarray, delay_s: float | None, version: int) -> dict:
         """Map: ``stored @ X``, finishing ``delay_s`` seconds after the call started (at once when
-        computing took longer; never, until cancelled, when ``delay_s`` is ``None``)."""
+        computing took longer; never, until cancelled, when ``delay_s`` is ``None``).
+        ``version``: the storage the driver planned with (a mismatch is an error)."""
+        if version != self.version:
+            raise RuntimeError(f"server {self.k}: holds storage version {self.version}, the step "
+                               f"was planned for version {version}")
         t0 = time.perf_counter()
         self._forget_other_steps(step)
         try:
@@ -219,6 +225,12 @@ class UnifiedServer:
             state.pop(step, None)
         return plan.outputs_of(self.k), Y
 
+    async def drop(self) -> None:
+        """Forget the stored rows and every step's state (an idle server)."""
+        self.design, self.stored, self.version = None, None, -1
+        for state in (self._maps, self._plans, self._got):
+            state.clear()
+
     def _need_map(self, step: int) -> np.ndarray:
         try:
             return self._maps[step]
@@ -253,8 +265,8 @@ class UnifiedCluster:
     Attributes: ``K``, ``mu`` (a Fraction), ``q``, ``m``, ``n``, ``field``, ``design`` (the
     :class:`~elastic_coded.schemes.unified.StorageDesign`), ``time_scale`` and ``latency``
     (both may be changed between steps), ``reports`` (one :class:`UnifiedReport` per step).
-    :meth:`redesign` and :meth:`load` store ``A`` anew (another ``q``, matrix or field) on the same
-    servers.  A context manager: leaving it calls :meth:`shutdown`.
+    :meth:`redesign` and :meth:`load` store ``A`` anew (another ``q``, or another matrix, ``K``,
+    ``mu`` or field) on the same servers.  A context manager: leaving it calls :meth:`shutdown`.
     """
 
     def __init__(self, A, *, K: int, mu: MuLike, q: int, field: Field | str = "gf(2^8)",
@@ -283,7 +295,8 @@ class UnifiedCluster:
         self._step = 0
         self._plans: dict[tuple[tuple[int, ...], int], ShufflePlan] = {}
         self._closed = False
-        self._servers: list = []
+        self._pool: list = []  # server actors; the first K are the cluster's servers
+        self._version = -1  # the storage the servers hold (checked at every Map)
 
         self._own_ray = False
         if not ray.is_initialized():
@@ -295,35 +308,49 @@ class UnifiedCluster:
                 self._own_ray = True
         self._A = A
         try:
-            self._servers = [UnifiedServer.remote(k) for k in range(self.K)]
             self._store(self.design, A)
         except BaseException:
             self.shutdown()
             raise
 
+    @property
+    def _servers(self) -> list:
+        return self._pool[:self.design.K]
+
     def _store(self, design: StorageDesign, A: np.ndarray) -> None:
-        """Encode ``A`` on the driver and send each server its rows, once, by reference."""
+        """Encode ``A`` on the driver and send each of the ``K`` servers its rows, once, by
+        reference (starting servers if there are fewer than ``K``; servers beyond ``K`` stay
+        idle and forget what they stored)."""
         stored = encode_storage(design, A)
+        while len(self._pool) < design.K:
+            self._pool.append(UnifiedServer.remote(len(self._pool)))
+        self._version += 1
         design_ref = ray.put(design)
-        ray.get([s.store.remote(design_ref, ray.put(rows))
-                 for s, rows in zip(self._servers, stored)])
+        calls = [s.store.remote(design_ref, ray.put(rows), self._version)
+                 for s, rows in zip(self._pool, stored)]
+        calls += [s.drop.remote() for s in self._pool[design.K:]]
+        ray.get(calls)
 
     def redesign(self, q: int) -> None:
         """Store ``A`` anew on the same servers, designed for waiting on ``q`` servers (the
         storage design depends on ``q``); the following steps wait for the fastest ``q``."""
         self.load(self._A, q=q)
 
-    def load(self, A, *, q: int | None = None, field: Field | str | None = None) -> None:
-        """Store a new matrix ``A`` on the same servers (and optionally a new ``q`` and field;
-        by default the current ones), replacing what they held.  Validated like the
-        constructor, before anything is sent."""
+    def load(self, A, *, K: int | None = None, mu: MuLike | None = None, q: int | None = None,
+             field: Field | str | None = None) -> None:
+        """Store a new matrix ``A`` on the servers, replacing what they held; ``K``, ``mu``,
+        ``q`` and ``field`` default to the current ones.  Validated like the constructor before
+        anything is sent.  A larger ``K`` starts servers; with a smaller one the servers beyond
+        ``K`` stay idle (kept for a later ``load``) until :meth:`shutdown`."""
         if self._closed:
             raise RuntimeError("UnifiedCluster: already shut down")
         fld = self.field if field is None else make_field(field)
         A = _check_matrix(fld, A)
-        design = storage_design(self.K, self.mu, self.q if q is None else q, A.shape[0], fld)
+        design = storage_design(self.K if K is None else K, self.mu if mu is None else mu,
+                                self.q if q is None else q, A.shape[0], fld)
         self._store(design, A)
-        self.field, self.design, self.q = fld, design, design.q
+        self.field, self.design = fld, design
+        self.K, self.mu, self.q = design.K, design.mu, design.q
         self.m, self.n = A.shape
         self._A = A
         self._plans.clear()
@@ -336,8 +363,10 @@ class UnifiedCluster:
     def multiply(self, X, *, fastest: Iterable[int] | None = None) -> np.ndarray:
         """``A @ X`` (``X``: ``n x N``, one input per column; a 1-D ``X`` is one input).
 
-        ``fastest``: force the fastest set ``Q`` (``q`` server ids): the other servers never
-        finish their Map and are cancelled (for tests and experiments)."""
+        ``fastest``: force the fastest set ``Q`` (``q`` server ids; a test and experiment hook):
+        its servers keep their drawn latencies (which order them), the others never finish their
+        Map and are cancelled.  The result and the counts do not depend on how ``Q`` came
+        about."""
         if self._closed:
             raise RuntimeError("UnifiedCluster: already shut down")
         X = self.field.asarray(X, "X")
@@ -398,7 +427,7 @@ class UnifiedCluster:
         t_map = time.perf_counter()
         for k, server in enumerate(self._servers):
             delay = None if not math.isfinite(lat[k]) else float(lat[k]) * self.time_scale
-            pending[server.map.remote(step, X_ref, delay)] = k
+            pending[server.map.remote(step, X_ref, delay, self._version)] = k
         done: list[dict] = []
         failed: list[int] = []
         try:
@@ -476,12 +505,12 @@ class UnifiedCluster:
         if self._closed:
             return
         self._closed = True
-        for s in self._servers:
+        for s in self._pool:
             try:
                 ray.kill(s, no_restart=True)
             except Exception:  # already gone
                 pass
-        self._servers = []
+        self._pool = []
         if self._own_ray:
             ray.shutdown()
 

@@ -11,7 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["get_policy", "POLICIES", "usctec_plan", "uncoded_plan", "cyclic_plan"]
+__all__ = ["get_policy", "POLICIES", "SPECULATION", "usctec_plan", "uncoded_plan", "cyclic_plan",
+           "ideal_time"]
 
 
 def usctec_plan(placement, available, speeds, L, S):
@@ -39,7 +40,22 @@ POLICIES: dict[str, Callable] = {
     "usctec": usctec_plan,
     "cyclic": cyclic_plan,
     "uncoded": uncoded_plan,
+    # the uncoded split, executed with speculative backup tasks (see SPECULATION)
+    "speculative": uncoded_plan,
 }
+
+#: Policies whose execution launches backup copies: a task running longer than this multiple of
+#: the median completed task's time gets a copy on a machine holding a replica of its rows, and
+#: the first copy to finish wins (Spark's speculation, cubed's backup rule).
+SPECULATION: dict[str, float] = {"speculative": 1.5}
+
+
+def ideal_time(speeds, L: int, S: int) -> float:
+    """The ideal bound on a step's computation time: the step's total work with the ``(L+S)/L``
+    redundancy, spread perfectly over the machines present, in the units of MATH.md §1 divided by
+    ``L`` (work of the whole ``A @ B`` = 1)."""
+    s = np.asarray(speeds, dtype=np.float64)
+    return float((L + S) / L / s.sum())
 
 
 def get_policy(name: str) -> Callable:

@@ -150,3 +150,16 @@ def test_speed_estimates_follow_persistent_slowness(ray_session):
             c.multiply(x, events=StepEvents(slow={"m4": 8.0}))
         est = c.speeds()
         assert est["m4"] < 0.75 * np.median([est[m] for m in ("m0", "m1", "m2", "m3")])
+
+
+def test_speculative_backup_copies_beat_a_straggler(ray_session):
+    rng = np.random.default_rng(9)
+    A = F.random((60, 8), rng)
+    with ElasticCluster(A, "speculative", L=2, S=1, machines=machines(5, speeds=[1.0] * 5),
+                        field=F, time_scale=0.5, learn_speeds=False) as c:
+        B = F.random((8, 3), rng)
+        Y = c.multiply(B, events=StepEvents(slow={"m2": 30.0}))
+        assert np.array_equal(Y, F.matmul(A, B))
+        r = c.reports[-1]
+        assert r.backups >= 1
+        assert "m2" in r.stragglers  # its copy won; the 30x straggler was cancelled
