@@ -20,6 +20,8 @@ YAML form::
       join_speed: [1, 4] # speed of a joiner drawn uniformly from this range
       join_storage: 0.8
       min_machines: 8    # never let the machines present fall below this
+      per_machine: false # true: leave/crash are per-machine probabilities and each of the
+                         # machines present at the first step spawns a joiner with prob. join
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class RandomChurn:
     join_speed: tuple = (1.0, 1.0)
     join_storage: float = 1.0
     min_machines: int = 1
+    per_machine: bool = False
 
     def __post_init__(self):
         for name in ("leave", "crash", "join", "straggle"):
@@ -108,6 +111,7 @@ class ChurnRun:
         self.script = script
         self.rng = np.random.default_rng(script.seed)
         self._joined = 0
+        self._base: int | None = None  # machines present at the first step (per_machine mode)
         self._slow: dict[str, tuple[float, int]] = {}  # machine -> (factor, last step)
 
     def events(self, step: int, present: Iterable[str], L_plus_S: int) -> StepEvents:
@@ -128,16 +132,32 @@ class ChurnRun:
         if r is not None:
             floor = max(r.min_machines, L_plus_S)
             alive = [m for m in present if m not in leave and m not in crash]
-            u = self.rng.random(3)
-            if u[0] < r.leave and len(alive) > floor:
-                m = alive[self.rng.integers(len(alive))]
-                leave.append(m)
-                alive.remove(m)
-            if u[1] < r.crash and len(alive) > floor:
-                m = alive[self.rng.integers(len(alive))]
-                crash.append(m)
-                alive.remove(m)
-            if u[2] < r.join:
+            if r.per_machine:
+                if self._base is None:
+                    self._base = len(present)
+                u = self.rng.random((len(alive), 2))
+                n_join = int(self.rng.binomial(self._base, r.join))
+                for m, (ul, uc) in zip(list(alive), u):
+                    if len(alive) <= floor:
+                        break
+                    if ul < r.leave:
+                        leave.append(m)
+                        alive.remove(m)
+                    elif uc < r.crash:
+                        crash.append(m)
+                        alive.remove(m)
+            else:
+                u = self.rng.random(3)
+                if u[0] < r.leave and len(alive) > floor:
+                    m = alive[self.rng.integers(len(alive))]
+                    leave.append(m)
+                    alive.remove(m)
+                if u[1] < r.crash and len(alive) > floor:
+                    m = alive[self.rng.integers(len(alive))]
+                    crash.append(m)
+                    alive.remove(m)
+                n_join = int(u[2] < r.join)
+            for _ in range(n_join):
                 self._joined += 1
                 speed = float(self.rng.uniform(*r.join_speed))
                 join.append(Join(f"j{self._joined}", speed, r.join_storage))

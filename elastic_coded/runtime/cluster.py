@@ -321,12 +321,12 @@ class ElasticCluster:
                             continue
                         positions_alive[piece].discard(pos)
                         lost.append((piece, pos, rows, cols))
-                    need = [t for t in lost
-                            if len(positions_alive[t[0]]) < plan.L]
-                    # re-plan every lost task of a piece that can no longer decode
-                    redo = [t for t in lost if any(t[0] == n[0] for n in need)]
+                    # re-plan every lost task at once on live holders of its rows: waiting for
+                    # the remaining results would stake the piece on machines that may straggle
+                    redo = lost
                     if redo:
-                        recovered.update(t[0] for t in redo)
+                        recovered.update(t[0] for t in redo
+                                         if len(positions_alive[t[0]]) < plan.L)
                         assign = ray.get(self.controller.recover.remote(redo, failed, plan.S))
                         for m2, (h2, ts2) in assign.items():
                             for t in ts2:

@@ -499,9 +499,12 @@ def validate(plan: StepPlan, placement: Placement, num_cols: int | None = None) 
     violated one.  ``num_cols`` (``r/L``) is needed only when pieces split the columns."""
     q = placement.num_rows
     # (9b) storage budgets
+    stored = _stored_ranges(placement)
     for m, e in zip(placement.machines, placement.budgets):
-        if placement.stored_rows(m) > math.floor(e * q + 1e-9):
-            raise PlanError(f"(9b) storage: machine {m!r} stores {placement.stored_rows(m)} rows, "
+        starts, stops = stored.get(m, ([], []))
+        rows = sum(b - a for a, b in zip(starts, stops))
+        if rows > math.floor(e * q + 1e-9):
+            raise PlanError(f"(9b) storage: machine {m!r} stores {rows} rows, "
                             f"above its budget e = {e} of {q} rows")
     if plan.num_rows != q:
         raise PlanError(f"(9c) rows: plan covers {plan.num_rows} rows, placement has {q}")
@@ -550,7 +553,6 @@ def validate(plan: StepPlan, placement: Placement, num_cols: int | None = None) 
         if not set(piece.machines) <= set(grp.machines):
             raise PlanError(f"(9e) selection: piece {pi} uses machines outside U_g of group "
                             f"{piece.group}")
-    stored = _stored_ranges(placement)
     for gi, grp in enumerate(plan.groups):
         if len(set(grp.machines)) < plan.K:
             raise PlanError(f"(9f) redundancy: group {gi} has {len(set(grp.machines))} machines, "
