@@ -1,31 +1,36 @@
 """elastic_coded: coded, elastic, straggler-tolerant distributed matrix computation on Ray.
 
-The public API.  Planning and algebra are pure (no Ray); the runtime (``ElasticCluster``) is
-imported on first use, so ``import elastic_coded`` stays light.
+The public API.  Names are imported on first use, so ``import elastic_coded`` (and every worker
+process, which imports the package) stays light; planning and algebra never import Ray.
 """
 
 from __future__ import annotations
 
-from .algebra import field
-from .churn import ChurnScript, load_churn, parse_churn
-from .schemes.plan import Placement, PlanError, StepPlan
-from .schemes.usctec import (SpeedModel, cyclic_placement, design_placement, expected_time, fill,
-                             optimal_load, plan_step, validate)
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ElasticCluster", "MachineSpec", "field", "optimal_load", "fill", "cyclic_placement",
-    "design_placement", "plan_step", "validate", "expected_time", "SpeedModel", "Placement",
-    "StepPlan", "PlanError", "ChurnScript", "load_churn", "parse_churn", "__version__",
-]
+_LAZY = {
+    "ElasticCluster": "runtime.cluster", "MachineSpec": "runtime.controller",
+    "field": "algebra.fields",
+    "optimal_load": "schemes.usctec", "fill": "schemes.usctec",
+    "cyclic_placement": "schemes.usctec", "design_placement": "schemes.usctec",
+    "plan_step": "schemes.usctec", "validate": "schemes.usctec",
+    "expected_time": "schemes.usctec", "SpeedModel": "schemes.usctec",
+    "Placement": "schemes.plan", "StepPlan": "schemes.plan", "PlanError": "schemes.plan",
+    "ChurnScript": "churn", "load_churn": "churn", "parse_churn": "churn",
+}
 
-_LAZY = {"ElasticCluster": "runtime.cluster", "MachineSpec": "runtime.controller"}
+__all__ = sorted(_LAZY) + ["__version__"]
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'elastic_coded' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -52,7 +52,7 @@ class MDSCode:
         flat = coded.reshape(self.k, -1)
         return self.field.matmul(self._inverse(idx), flat).reshape((self.k,) + coded.shape[1:])
 
-    @functools.lru_cache(maxsize=256)
+    @functools.lru_cache(maxsize=8)  # k x k inverses can be large: keep a few
     def _inverse(self, idx: tuple) -> np.ndarray:
         return self.field.solve(self.generator[list(idx)], self.field.eye(self.k))
 

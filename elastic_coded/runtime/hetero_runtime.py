@@ -623,8 +623,9 @@ class HeteroCluster:
 
     def _decode(self, m: int, got: dict[int, np.ndarray]) -> tuple[np.ndarray, tuple[int, ...]]:
         """``A_m x_m`` from the coded results ``got = {worker: block result}`` (at least
-        ``L_m`` rows): systematic rows first, then the others in block order."""
-        L = self.L[m]
+        ``L_m`` rows), using ``L_m`` of them: systematic rows first, then the others in code
+        order.  Returns it and the workers whose rows were used."""
+        L, F, code = self.L[m], self.F, self.codes[m]
         idx_parts, val_parts, owner_parts = [], [], []
         for n, res in got.items():
             a, b = self.blocks[m][n]
@@ -634,9 +635,25 @@ class HeteroCluster:
         idx = np.concatenate(idx_parts)
         vals = np.concatenate(val_parts, axis=0)
         owners = np.concatenate(owner_parts)
-        order = np.lexsort((idx, idx >= L))[:L]
-        Ym = self.codes[m].decode(idx[order], vals[order])
-        return Ym, tuple(sorted({int(w) for w in owners[order]}))
+        sel = np.lexsort((idx, idx >= L))[:L]
+        used = tuple(sorted({int(w) for w in owners[sel]}))
+        idx, vals = idx[sel], vals[sel]
+        G = code.generator
+        if not (G.shape[0] >= L and np.array_equal(G[:L], F.eye(L))):
+            return code.decode(idx, vals), used  # not systematic: invert the whole submatrix
+        # Systematic code: the systematic rows are data rows; the parity rows P give the
+        # missing data rows U by G[P, U] d_U = y_P - G[P, S] d_S, an |U| x |U| system.
+        systematic = idx < L
+        out = F.zeros((L,) + vals.shape[1:])
+        S, P = idx[systematic], idx[~systematic]
+        out[S] = vals[systematic]
+        if P.size:
+            U = np.setdiff1d(np.arange(L), S)
+            rhs = vals[~systematic]
+            if S.size:
+                rhs = F.sub(rhs, F.matmul(G[np.ix_(P, S)], vals[systematic]))
+            out[U] = F.solve(G[np.ix_(P, U)], rhs)
+        return out, used
 
     # -- lifecycle ----------------------------------------------------------------------------
     def shutdown(self) -> None:
