@@ -32,6 +32,16 @@ __all__ = ["ElasticCluster", "MachineSpec"]
 log = logging.getLogger(__name__)
 
 
+def _check_policy(policy: str) -> None:
+    try:
+        get_policy(policy)
+    except ValueError:
+        from ..schemes.registry import POLICIES
+
+        known = sorted(POLICIES) + sorted(OTHER_RUNTIMES)
+        raise ValueError(f"policy: unknown policy {policy!r}; known: {known}") from None
+
+
 def _machine_specs(machines, default_storage: float) -> list[MachineSpec]:
     if isinstance(machines, (int, np.integer)) and not isinstance(machines, bool):
         if machines < 1:
@@ -61,8 +71,21 @@ def _machine_specs(machines, default_storage: float) -> list[MachineSpec]:
     return out
 
 
+#: Policies run by a runtime of their own (their data layout differs from USCTEC's): the
+#: constructor hands over to it, so every policy is reached through ``ElasticCluster(policy=...)``.
+OTHER_RUNTIMES = {
+    "unified": ("unified_runtime", "UnifiedCluster"),  # MATH.md §2: K, mu, q, field, ...
+    "hetero": ("hetero_runtime", "HeteroCluster"),     # MATH.md §3: As (list), a, u, ...
+}
+
+
 class ElasticCluster:
     """A coded, elastic matrix ``A`` on a Ray cluster.
+
+    ``policy``: ``"usctec"`` (default), the baselines ``"cyclic"``, ``"uncoded"`` and
+    ``"speculative"``, or ``"unified"`` / ``"hetero"``, which return a
+    :class:`~elastic_coded.runtime.unified_runtime.UnifiedCluster` /
+    :class:`~elastic_coded.runtime.hetero_runtime.HeteroCluster` built from the same arguments.
 
     ``A``: an array, or a path to an ``.npy`` file each worker reads its own rows from (it must be
     readable on every node).  ``machines``: a count, a list of ``{id, speed, storage}`` dicts (or
@@ -74,6 +97,15 @@ class ElasticCluster:
     cluster.
     """
 
+    def __new__(cls, A=None, policy: str = "usctec", **kwargs):
+        if policy in OTHER_RUNTIMES:
+            import importlib
+
+            module, name = OTHER_RUNTIMES[policy]
+            impl = getattr(importlib.import_module(f".{module}", __package__), name)
+            return impl(A, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, A, policy: str = "usctec", *, L: int, S: int, machines: Any = 8,
                  field: Any = "real", storage: float = 1.0, placement: str = "design",
                  time_scale: float = 0.0, churn=None, seed: int = 0, learn_speeds: bool = True,
@@ -81,7 +113,7 @@ class ElasticCluster:
                  num_cpus: int | None = None, cpus_per_worker: float | None = None,
                  ping_timeout: float = 5.0, health_interval: float = 1.0,
                  chunk_rows: int | None = None):
-        get_policy(policy)
+        _check_policy(policy)
         if placement not in ("design", "cyclic"):
             raise ValueError(f"placement: 'design' or 'cyclic', got {placement!r}")
         for name, val, lo in (("L", L, 1), ("S", S, 0)):

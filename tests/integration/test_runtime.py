@@ -163,3 +163,25 @@ def test_speculative_backup_copies_beat_a_straggler(ray_session):
         r = c.reports[-1]
         assert r.backups >= 1
         assert "m2" in r.stragglers  # its copy won; the 30x straggler was cancelled
+
+
+def test_every_policy_through_one_constructor(ray_session):
+    from elastic_coded.runtime.hetero_runtime import HeteroCluster
+    from elastic_coded.runtime.unified_runtime import UnifiedCluster
+
+    G = field("gf(2^8)")
+    rng = np.random.default_rng(10)
+    A = G.random((12, 5), rng)
+    with ElasticCluster(A, "unified", K=4, mu=0.5, q=4, field=G, time_scale=0.01) as u:
+        assert isinstance(u, UnifiedCluster)
+        X = G.random((5, 4), rng)
+        assert np.array_equal(u.multiply(X), G.matmul(A, X))
+    As = [F.random((8, 4), rng), F.random((6, 4), rng)]
+    with ElasticCluster(As, "hetero", field=F, n_workers=5, time_scale=0.01) as h:
+        assert isinstance(h, HeteroCluster)
+        xs = [F.random((4,), rng), F.random((4,), rng)]
+        for Am, x, y in zip(As, xs, h.multiply(xs)):
+            assert np.array_equal(y, F.matmul(Am, x[:, None])[:, 0])
+    with pytest.raises(ValueError, match=r"known: \['cyclic', 'speculative', 'uncoded', "
+                                         r"'usctec', 'hetero', 'unified'\]"):
+        ElasticCluster(A, "nope", L=1, S=0)
