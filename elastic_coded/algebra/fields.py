@@ -199,20 +199,7 @@ class PrimeField(Field):
         return self.p
 
     def asarray(self, x, name="array"):
-        arr = np.asarray(x)
-        if arr.dtype.kind not in "biu":
-            if arr.dtype.kind == "f" and arr.size and np.all(np.floor(arr) == arr):
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind == "f" and arr.size == 0:
-                arr = arr.astype(np.int64)
-            else:
-                raise TypeError(f"{name}: {self.name} needs integer values, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64, copy=False)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.p):
-            raise ValueError(
-                f"{name}: values must lie in [0, {self.p}) for {self.name}; "
-                f"found range [{arr.min()}, {arr.max()}]")
-        return arr
+        return _finite_field_array(self, x, name)
 
     def random(self, shape, rng):
         return rng.integers(0, self.p, size=shape, dtype=np.int64)
@@ -229,12 +216,8 @@ class PrimeField(Field):
         return (np.asarray(a, dtype=np.int64) - np.asarray(b, dtype=np.int64)) % self.p
 
     def mul(self, a, b):
-        a = np.asarray(a, dtype=np.int64)
-        b = np.asarray(b, dtype=np.int64)
-        if self.p < (1 << 31) + 1:
-            # (p-1)^2 < 2^62: int64 is exact.
-            return (a * b) % self.p
-        return np.asarray((a.astype(object) * b.astype(object)) % self.p, dtype=np.int64)
+        # p <= 2^31 - 1, so (p-1)^2 < 2^62: int64 is exact
+        return (np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)) % self.p
 
     def inv(self, a):
         a = np.asarray(a, dtype=np.int64)
@@ -279,15 +262,7 @@ class BinaryExtField(Field):
         return _galois_field(2, self.T)
 
     def asarray(self, x, name="array"):
-        arr = np.asarray(x)
-        if arr.dtype.kind not in "biu":
-            raise TypeError(f"{name}: {self.name} needs integer values, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64, copy=False)
-        if arr.size and (arr.min() < 0 or arr.max() >= self.order):
-            raise ValueError(
-                f"{name}: values must lie in [0, {self.order}) for {self.name}; "
-                f"found range [{arr.min()}, {arr.max()}]")
-        return arr
+        return _finite_field_array(self, x, name)
 
     def random(self, shape, rng):
         return rng.integers(0, self.order, size=shape, dtype=np.int64)
@@ -322,6 +297,22 @@ class BinaryExtField(Field):
 
     def solve(self, a, b):
         return np.asarray(np.linalg.solve(self._wrap(a), self._wrap(b)), dtype=np.int64)
+
+
+def _finite_field_array(F, x, name: str) -> np.ndarray:
+    """``x`` as int64 representatives of ``F`` (integral floats accepted), range-checked."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biu":
+        if arr.dtype.kind == "f" and np.all(np.floor(arr) == arr):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name}: {F.name} needs integer values, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and (arr.min() < 0 or arr.max() >= F.order):
+        raise ValueError(
+            f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+            f"found range [{arr.min()}, {arr.max()}]")
+    return arr
 
 
 @functools.lru_cache(maxsize=None)

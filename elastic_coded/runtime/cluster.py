@@ -19,9 +19,11 @@ from typing import Any, Iterable
 import numpy as np
 import ray
 
+from .session import ensure_ray, stop
+
 from ..algebra.fields import field as make_field
 from ..algebra.lagrange import lagrange_code
-from ..churn import ChurnScript, Join, StepEvents, load_churn, parse_churn
+from ..churn import ChurnScript, StepEvents, load_churn, parse_churn
 from ..schemes.reference import assemble
 from ..schemes.registry import SPECULATION, get_policy
 from .controller import Controller, MachineSpec
@@ -160,14 +162,7 @@ class ElasticCluster:
             self.shape = A.shape
             source_kind = None
         q = self.shape[0]
-        self._own_ray = False
-        if not ray.is_initialized():
-            kw = {"include_dashboard": False, "log_to_driver": False}
-            if address is not None:
-                ray.init(address=address, **kw)
-            else:
-                ray.init(num_cpus=num_cpus or os.cpu_count(), **kw)
-                self._own_ray = True
+        self._own_ray = ensure_ray(address, num_cpus)
         if source_kind is None:
             step = chunk_rows or max(1, math.ceil(q / 64))
             starts = list(range(0, q, step))
@@ -457,11 +452,9 @@ class ElasticCluster:
         self._closed = True
         try:
             ray.get(self.controller.shutdown.remote(), timeout=30)
-            ray.kill(self.controller)
-        except Exception:
+        except Exception:  # the controller kills the workers; if it is gone they are too
             pass
-        if self._own_ray:
-            ray.shutdown()
+        stop([self.controller], self._own_ray)
 
     def __enter__(self) -> "ElasticCluster":
         return self

@@ -39,13 +39,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import ray
+
+from .session import ensure_ray, stop
 
 from ..algebra.fields import Field, field as make_field
 from ..algebra.mds import mds_code
@@ -323,14 +324,7 @@ class HeteroCluster:
         self._since = 0
         self._closed = False
         self._workers: list = []
-        self._own_ray = False
-        if not ray.is_initialized():
-            kw = {"include_dashboard": False, "log_to_driver": False}
-            if address is not None:
-                ray.init(address=address, **kw)
-            else:
-                ray.init(num_cpus=num_cpus or os.cpu_count(), **kw)
-                self._own_ray = True
+        self._own_ray = ensure_ray(address, num_cpus)
         try:
             self._workers = [HeteroWorker.remote(n, self.F) for n in range(self.N)]
             self._install(first)
@@ -661,14 +655,8 @@ class HeteroCluster:
         if self._closed:
             return
         self._closed = True
-        for w in self._workers:
-            try:
-                ray.kill(w, no_restart=True)
-            except Exception:  # already gone
-                pass
-        self._workers = []
-        if self._own_ray:
-            ray.shutdown()
+        workers, self._workers = self._workers, []
+        stop(workers, self._own_ray)
 
     def __enter__(self) -> "HeteroCluster":
         return self

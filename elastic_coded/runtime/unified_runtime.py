@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -36,6 +35,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 import ray
+
+from .session import ensure_ray, stop
 
 from ..algebra.fields import Field, field as make_field
 from ..schemes.unified import (MuLike, ShufflePlan, StorageDesign, check_shuffle_plan,
@@ -298,14 +299,7 @@ class UnifiedCluster:
         self._pool: list = []  # server actors; the first K are the cluster's servers
         self._version = -1  # the storage the servers hold (checked at every Map)
 
-        self._own_ray = False
-        if not ray.is_initialized():
-            kw = {"include_dashboard": False, "log_to_driver": False}
-            if address is not None:
-                ray.init(address=address, **kw)
-            else:
-                ray.init(num_cpus=num_cpus or os.cpu_count(), **kw)
-                self._own_ray = True
+        self._own_ray = ensure_ray(address, num_cpus)
         self._A = A
         try:
             self._store(self.design, A)
@@ -505,14 +499,8 @@ class UnifiedCluster:
         if self._closed:
             return
         self._closed = True
-        for s in self._pool:
-            try:
-                ray.kill(s, no_restart=True)
-            except Exception:  # already gone
-                pass
-        self._pool = []
-        if self._own_ray:
-            ray.shutdown()
+        pool, self._pool = self._pool, []
+        stop(pool, self._own_ray)
 
     def __enter__(self) -> "UnifiedCluster":
         return self

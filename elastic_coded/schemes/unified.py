@@ -671,7 +671,7 @@ def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> Shuff
     N = _check_int("N", N, low=1)
     _check_n_divisible(N, design.q)
     th = load_breakdown(design.K, design.mu, N, design.q)
-    K, q, r, m, beta = design.K, design.q, design.r, design.m, design.batch_size
+    K, q, m, beta = design.K, design.q, design.m, design.batch_size
     need_beta = _segment_multiple(th)
     if beta % need_beta:
         raise ValueError(

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.churn import Join, StepEvents
+from elastic_coded.churn import StepEvents
 from elastic_coded.runtime import ElasticCluster
 
 pytestmark = pytest.mark.ray
