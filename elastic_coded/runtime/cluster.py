@@ -352,8 +352,7 @@ class ElasticCluster:
                     # the remaining results would stake the piece on machines that may straggle
                     redo = lost
                     if redo:
-                        recovered.update(t[0] for t in redo
-                                         if len(positions_alive[t[0]]) < plan.L)
+                        recovered.update(t[0] for t in redo)
                         assign = ray.get(self.controller.recover.remote(redo, failed, plan.S))
                         for m2, (h2, ts2) in assign.items():
                             for t in ts2:

@@ -31,7 +31,7 @@ class StepReport:
     decoded_by: dict = field(repr=False)
     """``{piece: (machine, ...)}``: whose results decoded each piece."""
     recovered_pieces: tuple
-    """Pieces that lost more than ``S`` results mid-step and were re-planned."""
+    """Pieces that lost results to a failure mid-step and had them re-planned on live machines."""
     rows_moved: int
     """Rows copied to machines (storage repair and joins) before or during the step."""
     wasted_rows: int
