@@ -1,0 +1,273 @@
+"""Simulator benchmarks: the runtime benchmark's comparisons (``bench_runtime.py``) at scale, in
+simulated time, every policy side by side on the same seeded trace.
+
+    python benchmarks/bench_sim.py [--quick] [--out DIR]
+
+``N`` machines (100, 500, 1000, 2000; quick: 100, 500), ``L=4, S=2``, storage budget 0.9 per
+machine, the runtime's default placement (``design_placement``) for every policy but ``cec`` (coded
+elastic computing as published: cyclic placement, equal loads).  Scenarios, as in the runtime
+benchmark:
+
+* ``stragglers``: 2 random machines per step slowed 5x (the churn script's ``stragglers: 2``);
+  usctec vs uncoded (wait for all) and vs speculative (uncoded + backup tasks), cyclic, ideal.
+* ``heterogeneous``: persistent speeds spread 1..4x (evenly, known to the planner); usctec vs
+  cyclic, cec and the ideal bound.
+* ``churn``: 20% of machines churning per step (per machine: 5% leave, 5% crash mid-step, and
+  joiners worth 10% of the initial machines), plus 2 stragglers per step; usctec vs uncoded, lost
+  steps.  Joiners get a storage budget of ``min(0.9, 2 (L+S) / N)`` (the runtime benchmark's 0.9 at
+  its 12 machines): a joiner filling 90% of a 2000-machine cluster's rows would make every later
+  plan an LP over all of them.
+* ``learning``: speeds spread 1..4x but unknown to the planner (every estimate starts at 1),
+  learnt by the controller's rule; usctec learning vs usctec with its first estimates, cyclic,
+  ideal.  Shows the plan cache at work (re-plans only while the estimates move by more than 5%).
+
+Step times are reported in units of ``time_scale / N`` (the time a speed-1 machine takes for a
+``1/N`` share of ``A @ B``), so rows for different ``N`` compare directly; ratios are of mean step
+times on the same trace.  Planning (``plan_step``, the LP) and storage upkeep are measured in wall
+time and reported apart.  ``design_placement`` scores its candidates on 8 speed samples (4 from
+``N = 1000``; the runtime's controller uses 16).  Writes ``benchmarks/results/sim.json`` and
+``sim.md`` (``--quick``: ``sim_quick.*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
+from elastic_coded.sim import LinearSpeeds, Variant, simulate  # noqa: E402
+
+L, S = 4, 2
+K = L + S
+STORAGE = 0.9
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _design_samples(N: int) -> int:
+    return 8 if N <= 500 else 4
+
+
+def _scenario(res, N: int, extra: dict | None = None) -> dict:
+    """A scenario's summary, times in units of time_scale / N."""
+    out = {"N": N, "steps": int(len(res.machines)), "counts": res.counts, "replans": res.replans,
+           "wall_s": res.wall, "policies": {}}
+    for name, s in res.summary.items():
+        row = dict(s)
+        for k in ("mean", "median", "p95", "max"):
+            row[k + "_share"] = s[k] * N  # time_scale = 1
+        row["plan_ms_per_replan"] = (1e3 * float(res.plan_seconds[name].sum()) / s["replans"]
+                                     if s["replans"] else None)
+        out["policies"][name] = row
+    out["storage_ms_per_step"] = {k: float(v.mean() * 1e3) for k, v in res.storage_seconds.items()}
+    out["machines"] = {"min": int(res.machines.min()), "max": int(res.machines.max()),
+                       "mean": float(res.machines.mean())}
+    if extra:
+        out.update(extra)
+    return out
+
+
+def _mean(sc, name):
+    return sc["policies"][name]["mean"]
+
+
+def scenario_stragglers(N: int, steps: int) -> dict:
+    churn = ChurnScript(random=RandomChurn(stragglers=2, factor=5), seed=1)
+    res = simulate(N, steps, L=L, S=S, churn=churn, storage=STORAGE, seed=1,
+                   policies=("usctec", "uncoded", "speculative", "cyclic", "ideal"),
+                   design_samples=_design_samples(N))
+    sc = _scenario(res, N)
+    sc["ratios"] = {"usctec/uncoded": _mean(sc, "usctec") / _mean(sc, "uncoded"),
+                    "usctec/speculative": _mean(sc, "usctec") / _mean(sc, "speculative"),
+                    "speculative/uncoded": _mean(sc, "speculative") / _mean(sc, "uncoded")}
+    return sc
+
+
+def scenario_heterogeneous(N: int, steps: int) -> dict:
+    res = simulate(N, steps, L=L, S=S, speeds=LinearSpeeds(1.0, 4.0), storage=STORAGE, seed=2,
+                   policies=("usctec", "cyclic", "cec", "usctec-cyclic", "ideal"),
+                   baseline="cyclic", design_samples=_design_samples(N))
+    sc = _scenario(res, N)
+    sc["ratios"] = {"usctec/cyclic": _mean(sc, "usctec") / _mean(sc, "cyclic"),
+                    "usctec/cec": _mean(sc, "usctec") / _mean(sc, "cec"),
+                    "usctec/ideal": _mean(sc, "usctec") / _mean(sc, "ideal")}
+    return sc
+
+
+def scenario_churn(N: int, steps: int) -> dict:
+    churn = ChurnScript(random=RandomChurn(
+        leave=0.05, crash=0.05, join=0.10, per_machine=True, stragglers=2, factor=5,
+        join_speed=(1.0, 1.0), join_storage=min(0.9, 2 * K / N), min_machines=K + 1), seed=5)
+    res = simulate(N, steps, L=L, S=S, churn=churn, storage=STORAGE, seed=5,
+                   policies=("usctec", "uncoded", "ideal"), design_samples=_design_samples(N))
+    c = res.counts
+    sc = _scenario(res, N, {"churn_per_step": (c["joins"] + c["leaves"] + c["crashes"])
+                            / steps / N})
+    sc["ratios"] = {"usctec/uncoded": _mean(sc, "usctec") / _mean(sc, "uncoded"),
+                    "usctec/uncoded (median)": sc["policies"]["usctec"]["median"]
+                    / sc["policies"]["uncoded"]["median"]}
+    return sc
+
+
+def scenario_learning(N: int, steps: int) -> dict:
+    res = simulate(N, steps, L=L, S=S, speeds=LinearSpeeds(1.0, 4.0), storage=STORAGE, seed=3,
+                   estimates=1.0, learn_speeds=True, plan_tol=0.05,
+                   policies=("usctec", Variant("usctec-static", "usctec", "design", learn=False),
+                             "cyclic", "ideal"),
+                   baseline="cyclic", design_samples=_design_samples(N))
+    sc = _scenario(res, N)
+    t = res.times["usctec"]
+    settled = int(np.argmax(t <= t[-1] * (1 + 1e-9)))
+    sc["ratios"] = {"usctec/cyclic": _mean(sc, "usctec") / _mean(sc, "cyclic"),
+                    "usctec/usctec-static": _mean(sc, "usctec") / _mean(sc, "usctec-static"),
+                    "usctec/ideal": _mean(sc, "usctec") / _mean(sc, "ideal")}
+    sc["settled_step"] = settled
+    return sc
+
+
+def _f(x, nd=2):
+    return "—" if x is None else f"{x:.{nd}f}"
+
+
+def to_markdown(res: dict) -> str:
+    m = res["machine"]
+    lines = [
+        f"# Simulator benchmark ({'quick' if res['quick'] else 'full'})", "",
+        f"`elastic_coded.sim` executing the runtime's StepPlans in simulated time; L={L}, S={S}, "
+        f"storage {STORAGE} per machine, the designed placement for every policy but `cec`. "
+        f"{m['cpus']} CPUs, Python {m['python']}, numpy {m['numpy']}, scipy {m['scipy']}. "
+        f"Command: `{res['command']}`; {res['wall_s']:.0f} s in all.", "",
+        "Step times in units of `time_scale / N` (a speed-1 machine's time for a 1/N share of "
+        "`A @ B`); ratios of mean step times on the same trace. `plan ms/step`: measured "
+        "planning wall time (LP) per step, amortised by the plan cache; `per re-plan`: one "
+        "solve.", ""]
+    st = res["stragglers"]
+    lines += ["## 2 random stragglers per step, slowed 5x", "",
+              "| N | steps | usctec | uncoded | speculative | cyclic | ideal | usctec / uncoded | "
+              "usctec / speculative | plan ms/step (usctec) | per re-plan | wall s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in st:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['uncoded']['mean_share']:.3f} | {p['speculative']['mean_share']:.3f} | "
+            f"{p['cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
+            f"{sc['ratios']['usctec/uncoded']:.2f}x | {sc['ratios']['usctec/speculative']:.2f}x | "
+            f"{p['usctec']['plan_ms']:.2f} | {_f(p['usctec']['plan_ms_per_replan'], 0)} | "
+            f"{sc['wall_s']['total']:.1f} |")
+    he = res["heterogeneous"]
+    lines += ["", "## Persistent speeds spread 1..4x (known to the planner)", "",
+              "| N | steps | usctec | cyclic | cec | usctec-cyclic | ideal | usctec / cyclic | "
+              "usctec / cec | usctec / ideal | wall s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in he:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['cyclic']['mean_share']:.3f} | {p['cec']['mean_share']:.3f} | "
+            f"{p['usctec-cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
+            f"{sc['ratios']['usctec/cyclic']:.2f}x | {sc['ratios']['usctec/cec']:.2f}x | "
+            f"{sc['ratios']['usctec/ideal']:.2f}x | {sc['wall_s']['total']:.1f} |")
+    ch = res["churn"]
+    lines += ["", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
+              "| N | steps | usctec | uncoded | usctec / uncoded | median ratio | lost steps "
+              "(usctec / uncoded) | joins / leaves / crashes | churn per step | pieces short of L "
+              "(usctec) | plan ms/step (usctec / uncoded) | storage ms/step | wall s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in ch:
+        p, c = sc["policies"], sc["counts"]
+        stor = sum(sc["storage_ms_per_step"].values())
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['uncoded']['mean_share']:.3f} | {sc['ratios']['usctec/uncoded']:.2f}x | "
+            f"{sc['ratios']['usctec/uncoded (median)']:.2f}x | "
+            f"{p['usctec']['lost']} / {p['uncoded']['lost']} | "
+            f"{c['joins']} / {c['leaves']} / {c['crashes']} | {100 * sc['churn_per_step']:.0f}% | "
+            f"{p['usctec']['recovered']} | {p['usctec']['plan_ms']:.0f} / "
+            f"{p['uncoded']['plan_ms']:.0f} | {stor:.0f} | {sc['wall_s']['total']:.1f} |")
+    le = res["learning"]
+    lines += ["", "## Speeds spread 1..4x, learnt (estimates start at 1; plan cache tolerance 5%)",
+              "", "| N | steps | usctec (learning) | usctec (first estimates) | cyclic | ideal | "
+              "usctec / cyclic | settled by step | re-plans | plan ms/step | per re-plan | "
+              "wall s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in le:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['usctec-static']['mean_share']:.3f} | {p['cyclic']['mean_share']:.3f} | "
+            f"{p['ideal']['mean_share']:.3f} | {sc['ratios']['usctec/cyclic']:.2f}x | "
+            f"{sc['settled_step']} | {p['usctec']['replans']} | {p['usctec']['plan_ms']:.2f} | "
+            f"{_f(p['usctec']['plan_ms_per_replan'], 0)} | {sc['wall_s']['total']:.1f} |")
+    sp = res.get("speed")
+    if sp:
+        w = sp["wall_s"]
+        lines += ["", "## Simulator speed", "",
+                  f"N = {sp['N']} machines x {sp['steps']} steps, 2 stragglers per step, four "
+                  f"policies (usctec, uncoded, speculative, cyclic) and the ideal bound, no "
+                  f"learning: **{w['total']:.1f} s** wall "
+                  f"(trace {w['trace']:.2f} s, initial placement {w['placement']:.2f} s, "
+                  f"planning {w['planning']:.2f} s for {sum(sp['replans'].values())} solves, "
+                  f"execution {w['execution']:.2f} s = "
+                  f"{1e6 * w['execution'] / sp['steps'] / 4:.0f} us per policy-step)."]
+    return "\n".join(lines) + "\n"
+
+
+def run(quick: bool = False, out_dir: str | None = None) -> dict:
+    """Run the benchmark; write ``sim.json`` and ``sim.md`` to ``out_dir`` (default
+    ``benchmarks/results``); print the table; return the results."""
+    import scipy
+
+    out_dir = out_dir or os.path.join(HERE, "results")
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.perf_counter()
+    Ns = (100, 500) if quick else (100, 500, 1000, 2000)
+    # churn re-plans every step (membership changes every step) and its placement fragments as
+    # joiners split blocks, so each solve grows: fewer steps there
+    steps = ({"stragglers": 200, "heterogeneous": 50, "learning": 60,
+              "churn": {100: 40, 500: 15}} if quick else
+             {"stragglers": 1000, "heterogeneous": 200, "learning": 200,
+              "churn": {100: 100, 500: 40, 1000: 25, 2000: 15}})
+    res = {"quick": quick, "L": L, "S": S, "storage": STORAGE, "Ns": list(Ns), "steps": steps,
+           "command": "python benchmarks/bench_sim.py" + (" --quick" if quick else ""),
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "numpy": np.__version__, "scipy": scipy.__version__}}
+    for name, fn in (("stragglers", scenario_stragglers), ("heterogeneous", scenario_heterogeneous),
+                     ("churn", scenario_churn), ("learning", scenario_learning)):
+        res[name] = []
+        for N in Ns:
+            n_steps = steps[name][N] if isinstance(steps[name], dict) else steps[name]
+            print(f"  {name}: N={N}, {n_steps} steps ...", end="", flush=True)
+            sc = fn(N, n_steps)
+            print(f" {sc['wall_s']['total']:.1f} s", flush=True)
+            res[name].append(sc)
+    speed = [sc for sc in res["stragglers"] if sc["N"] == 1000]
+    if speed:
+        res["speed"] = speed[0]
+    res["wall_s"] = time.perf_counter() - t0
+    name = "sim_quick" if quick else "sim"
+    with open(os.path.join(out_dir, name + ".json"), "w") as fh:
+        json.dump(res, fh, indent=1, default=float)
+    md = to_markdown(res)
+    with open(os.path.join(out_dir, name + ".md"), "w") as fh:
+        fh.write(md)
+    print(md)
+    return res
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="N = 100, 500 and fewer steps (< 60 s)")
+    ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
+    a = ap.parse_args()
+    run(a.quick, a.out)

@@ -1,0 +1,539 @@
+"""Executing StepPlans in simulated time.  Pure: numpy (plans come from the same scheme functions
+the runtime calls; no Ray).
+
+**Time.**  ``time_scale`` is the runtime's: the seconds a speed-1 machine takes for the whole step's
+products ``q x r``.  A task of ``rows`` rows over ``cols`` of the ``r/L`` coded columns is the work
+``rows * cols / (q * r)``; a machine computes all its tasks of a step and returns them together at
+
+    finish[n] = work[n] / (speed[n] / slowdown[n]) * time_scale
+
+(``work[n]`` summed over its tasks), as the runtime's worker paces it.  A plan's ``c_int`` is in
+units of ``q v r / L`` products, so with no slowdowns a USCTEC step takes ``c_int * time_scale / L``
+(:func:`time_unit`).  Planning, encoding and decoding take no simulated time (planning time is
+measured and reported apart).
+
+**A step** (:func:`step_time`; :func:`step_time_reference` is the same in plain Python, the
+semantics every faster path must match).  A piece decodes at the ``L``-th smallest finish time
+among its machines; the step ends when every piece has decoded.
+
+**Crashes and recovery**, as the runtime's driver does them.  A machine that crashes never returns;
+its failure is noticed at ``crash_at`` (0.5) of the time it would have taken.  Then every task it
+held in a piece not yet decoded is re-dispatched at once to a live machine storing the task's rows,
+chosen by the controller's rule (least ``rows assigned in this recovery / speed estimate``, then
+smallest id); it computes the task after what it already has to do (a machine does one thing at a
+time; the runtime's emulation paces concurrent calls independently, which would let the extra task
+overlap).  The piece decodes from its first ``L`` results among the live originals and the
+re-dispatched copies.  Holders are taken among the machines that do not crash in this step, and
+storage repair during the step is not modelled (the placement at the start of the step serves); if
+a lost task's rows have no live holder the step is lost (``time = inf``), as the runtime raises.
+
+**Speculative backups** (:class:`Speculation`, on a plan with ``L = 1, S = 0``: the uncoded split),
+as the runtime's ``speculative`` policy does them.  Every task starts at 0; once a fraction
+``quantile`` of the tasks has completed (the runtime: any one), a machine still running after
+``multiplier`` times the median duration of the completed tasks gets a copy of each of its tasks
+not yet done, on the other holder of the task's rows with the fewest calls in flight (then
+smallest id); the first copy to finish wins.  With every task starting together this happens at one
+time ``t*``, computed exactly.  A copy starts at ``t*`` or when its machine is free, whichever is
+later, and uses only the time left after the machine's own and recovery work, so speculation never
+delays anything and a speculative step is never slower than the uncoded one on the same trace.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..schemes.plan import Placement, StepPlan
+
+__all__ = ["Speculation", "StepOutcome", "PlanCache", "step_time", "step_time_reference",
+           "time_unit", "SPEED_BLIND"]
+
+SPEED_BLIND = frozenset({"cyclic", "uncoded", "speculative"})
+"""Registry policies whose plans ignore speed estimates (their cache key leaves them out)."""
+
+
+def time_unit(plan: StepPlan, time_scale: float = 1.0) -> float:
+    """Seconds per unit of the plan's ``c`` (``q v r / L`` products at speed 1)."""
+    return time_scale / plan.L
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative backup tasks: a task running longer than ``multiplier`` times the median
+    completed task's time gets a copy, once a fraction ``quantile`` of the tasks has completed
+    (the runtime: ``multiplier`` 1.5, no quantile gate; Spark's defaults: 1.5 and 0.75)."""
+
+    multiplier: float = 1.5
+    quantile: float = 0.0
+
+    def __post_init__(self):
+        if not (isinstance(self.multiplier, (int, float)) and self.multiplier >= 1
+                and math.isfinite(self.multiplier)):
+            raise ValueError(f"multiplier: a finite number >= 1, got {self.multiplier!r}")
+        if not (isinstance(self.quantile, (int, float)) and 0 <= self.quantile <= 1):
+            raise ValueError(f"quantile: a fraction in [0, 1], got {self.quantile!r}")
+
+    def min_completed(self, n_tasks: int) -> int:
+        """Tasks that must have completed before speculation starts."""
+        return max(1, math.ceil(self.quantile * n_tasks - 1e-9))
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one simulated step did."""
+
+    time: float
+    """When the last piece decoded (``inf``: the step could not complete)."""
+    piece_times: np.ndarray = field(repr=False)
+    """When each piece decoded (plan order; ``inf``: never)."""
+    finish: np.ndarray = field(repr=False)
+    """When each machine of ``plan.available`` would return its own tasks (``inf``: crashed; 0:
+    no work)."""
+    recovered: tuple = ()
+    """Pieces left with fewer than ``L`` live results by crashes: they decode only thanks to
+    re-dispatched tasks (on a lost step, some could not be re-dispatched)."""
+    redispatched: int = 0
+    """Tasks re-dispatched after crashes."""
+    copies: int = 0
+    """Speculative copies launched."""
+    t_speculate: float = math.inf
+    """When speculation started (``inf``: never)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers shared by both paths
+# ------------------------------------------------------------------------------------------------
+def _sort_key(ids) -> list:
+    try:
+        return sorted(ids)
+    except TypeError:
+        return sorted(ids, key=repr)
+
+
+def _task_work(plan: StepPlan) -> list[float]:
+    """Work of each piece's task: ``rows * cols / (q * r)`` (module docstring)."""
+    width: dict[int, int] = {}
+    for p in plan.pieces:
+        if p.cols is not None:
+            width[p.group] = width.get(p.group, 0) + (p.cols[1] - p.cols[0])
+    out = []
+    for pi, piece, grp in plan.iter_pieces():
+        frac = 1.0 if piece.cols is None else (piece.cols[1] - piece.cols[0]) / width[piece.group]
+        out.append((grp.rows[1] - grp.rows[0]) / plan.num_rows * frac / plan.L)
+    return out
+
+
+def _aligned(values, avail: tuple, name: str, default: float | None) -> np.ndarray:
+    """Per-machine values aligned with ``avail``, from a mapping or a sequence."""
+    if values is None:
+        if default is None:
+            raise ValueError(f"{name}: required")
+        return np.full(len(avail), float(default))
+    if isinstance(values, Mapping):
+        missing = [m for m in avail if m not in values]
+        if missing:
+            raise ValueError(f"{name}: no value for machines {missing[:5]}")
+        arr = np.array([float(values[m]) for m in avail])
+    else:
+        arr = np.asarray(values, dtype=np.float64).reshape(-1)
+        if arr.size != len(avail):
+            raise ValueError(f"{name}: expected {len(avail)} values (one per available machine), "
+                             f"got {arr.size}")
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"{name}: every value must be positive and finite, got {arr.tolist()[:8]}")
+    return arr
+
+
+def _speculation_time(durations: np.ndarray, n_tasks: int, spec: Speculation) -> float:
+    """Earliest ``t`` with at least ``spec.min_completed(n_tasks)`` tasks completed and
+    ``t >= multiplier * median(completed durations)`` (all tasks start at 0)."""
+    d = np.sort(durations[np.isfinite(durations)])
+    m = d.size
+    k0 = spec.min_completed(n_tasks)
+    if m < k0:
+        return math.inf
+    k = np.arange(k0, m + 1)
+    med = 0.5 * (d[(k - 1) // 2] + d[k // 2])
+    lo = d[k - 1]
+    hi = np.append(d[1:], math.inf)[k - 1]
+    cand = np.maximum(lo, spec.multiplier * med)
+    ok = np.flatnonzero(cand < hi)
+    return float(cand[ok[0]]) if ok.size else math.inf
+
+
+class _PlacementIndex:
+    """Which machines store a row range, by bisection over the placement's blocks."""
+
+    def __init__(self, placement: Placement):
+        blocks = sorted(placement.blocks, key=lambda b: b.start)
+        self.starts = [b.start for b in blocks]
+        self.stops = [b.stop for b in blocks]
+        self.holders = [frozenset(b.holders) for b in blocks]
+
+    def holders_of(self, rows) -> frozenset:
+        a, b = rows
+        i = bisect.bisect_right(self.starts, a) - 1
+        if i < 0 or self.stops[i] <= a:
+            return frozenset()
+        out = self.holders[i]
+        while self.stops[i] < b:
+            i += 1
+            if i >= len(self.starts) or self.starts[i] != self.stops[i - 1]:
+                return frozenset()
+            out = out & self.holders[i]
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the vectorised path
+# ------------------------------------------------------------------------------------------------
+class _Compiled:
+    """A plan as arrays: machine work, a padded ``(pieces x K)`` index array, ranks for ties."""
+
+    def __init__(self, plan: StepPlan):
+        self.plan = plan
+        avail = plan.available
+        self.n = n = len(avail)
+        self.pos = {m: i for i, m in enumerate(avail)}
+        self.L, self.K = plan.L, plan.K
+        order = _sort_key(avail)
+        self.rank = np.empty(n, dtype=np.int64)
+        for r, m in enumerate(order):
+            self.rank[self.pos[m]] = r
+        kmax = max((len(p.machines) for p in plan.pieces), default=0)
+        # padded with n: a sentinel machine that never finishes
+        idx = np.full((len(plan.pieces), kmax), n, dtype=np.int64)
+        for pi, p in enumerate(plan.pieces):
+            idx[pi, :len(p.machines)] = [self.pos[m] for m in p.machines]
+        self.piece_idx = idx
+        self.task_work = np.asarray(_task_work(plan))
+        self.work = np.bincount(idx.ravel(), weights=np.repeat(self.task_work, kmax),
+                                minlength=n + 1)[:n]
+        self._pieces_of: dict[int, list[int]] | None = None
+        self.take: dict = {}  # membership index -> positions of avail in the present order
+
+    def pieces_of(self, i: int) -> list[int]:
+        """Pieces machine ``i`` works on, in plan order (its task order)."""
+        if self._pieces_of is None:
+            po: dict[int, list[int]] = {}
+            for pi, p in enumerate(self.plan.pieces):
+                for m in p.machines:
+                    po.setdefault(self.pos[m], []).append(pi)
+            self._pieces_of = po
+        return self._pieces_of.get(i, [])
+
+
+def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndarray,
+             crashed: np.ndarray | None, est: np.ndarray, ts: float, crash_at: float,
+             spec: Speculation | None) -> StepOutcome:
+    """One step of ``comp`` with effective speeds ``eff`` (speed / slowdown, aligned with the
+    plan's machines).  ``index()`` gives the placement index (built only when needed)."""
+    L = comp.L
+    f = comp.work / eff * ts
+    f_live = f if crashed is None else np.where(crashed, np.inf, f)
+    T = np.append(f_live, np.inf)[comp.piece_idx]
+    if T.shape[1] == 1:
+        kth = T[:, 0].copy()
+    elif L == 1:
+        kth = T.min(axis=1)
+    else:
+        kth = np.partition(T, L - 1, axis=1)[:, L - 1]
+    free = f_live.copy()
+    recovered: tuple = ()
+    redispatched = 0
+    lost = False
+    if crashed is not None and crashed.any():
+        recovered, redispatched, lost = _recover(comp, index, kth, f, f_live, crashed, free, eff,
+                                                 est, ts, crash_at)
+    copies, t_spec = 0, math.inf
+    if spec is not None and not lost:
+        copies, t_spec = _speculate(comp, index, kth, f, crashed, free, eff, ts, crash_at, spec)
+    if lost:
+        step = math.inf
+    else:
+        step = float(kth.max()) if kth.size else 0.0
+    return StepOutcome(step, kth, f_live, recovered, redispatched, copies, t_spec)
+
+
+def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
+             f: np.ndarray, f_live: np.ndarray, crashed: np.ndarray, free: np.ndarray,
+             eff: np.ndarray, est: np.ndarray, ts: float, crash_at: float):
+    """Re-dispatch the tasks of crashed machines (module docstring); updates ``kth`` and
+    ``free`` in place.  Returns ``(recovered pieces, tasks re-dispatched, lost)``."""
+    plan, L, n = comp.plan, comp.L, comp.n
+    events = sorted((crash_at * f[i], int(comp.rank[i]), int(i))
+                    for i in np.flatnonzero(crashed) if comp.work[i] > 0)
+    affected = sorted({p for _, _, i in events for p in comp.pieces_of(i)})
+    results = {p: sorted(f_live[j] for j in comp.piece_idx[p] if j < n and not crashed[j])
+               for p in affected}
+    short = tuple(p for p in affected if len(results[p]) < L)
+    idx = index() if events else None
+    redone = 0
+    for t, _, i in events:
+        load: dict[int, int] = {}
+        for p in comp.pieces_of(i):
+            res = results[p]
+            if len(res) >= L and res[L - 1] <= t:
+                continue  # decoded before the crash was noticed
+            rows = plan.groups[plan.pieces[p].group].rows
+            cands = [comp.pos[m] for m in idx.holders_of(rows) if m in comp.pos]
+            cands = [j for j in cands if not crashed[j]]
+            if not cands:
+                kth[list(short)] = np.inf
+                return short, redone, True
+            h = min(cands, key=lambda j: (load.get(j, 0) / est[j], comp.rank[j]))
+            load[h] = load.get(h, 0) + rows[1] - rows[0]
+            free[h] = max(t, free[h]) + comp.task_work[p] / eff[h] * ts
+            bisect.insort(res, free[h])
+            redone += 1
+    for p in affected:
+        kth[p] = results[p][L - 1]
+    return short, redone, False
+
+
+def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
+               f: np.ndarray, crashed: np.ndarray | None, free: np.ndarray, eff: np.ndarray,
+               ts: float, crash_at: float, spec: Speculation) -> tuple[int, float]:
+    if comp.K != 1:
+        raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
+                         f"L={comp.plan.L}, S={comp.plan.S}")
+    n = comp.n
+    orig = comp.piece_idx[:, 0]
+    f_live = f if crashed is None else np.where(crashed, np.inf, f)
+    t_star = _speculation_time(np.append(f_live, np.inf)[orig], orig.size, spec)
+    if not math.isfinite(t_star):
+        return 0, t_star
+    # calls still in flight at t*: a machine's own call, unless it returned or its crash was noticed
+    own = np.append(f_live, 0.0)
+    if crashed is not None:
+        own = np.append(np.where(crashed, crash_at * f, f_live), 0.0)
+    running = np.flatnonzero((kth > t_star) & (own[orig] > t_star))
+    if not running.size:
+        return 0, t_star
+    busy = (((comp.work > 0) & (own[:n] > t_star)).astype(np.int64)
+            + (free > np.maximum(f_live, t_star)))
+    idx = index()
+    plan = comp.plan
+    copies = 0
+    for p in running:
+        rows = plan.groups[plan.pieces[p].group].rows
+        cands = [comp.pos[m] for m in idx.holders_of(rows) if m in comp.pos]
+        cands = [j for j in cands if j != orig[p] and (crashed is None or not crashed[j])]
+        if not cands:
+            continue
+        h = min(cands, key=lambda j: (busy[j], comp.rank[j]))
+        busy[h] += 1
+        free[h] = max(t_star, free[h]) + comp.task_work[p] / eff[h] * ts
+        kth[p] = min(kth[p], free[h])
+        copies += 1
+    return copies, t_star
+
+
+# ------------------------------------------------------------------------------------------------
+# public single-step entry points
+# ------------------------------------------------------------------------------------------------
+def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_at):
+    if not isinstance(plan, StepPlan):
+        raise TypeError(f"plan: expected a StepPlan, got {type(plan).__name__}")
+    avail = plan.available
+    sp = _aligned(speeds, avail, "speeds", None)
+    sl = _aligned(slowdowns, avail, "slowdowns", 1.0)
+    est = sp if estimates is None else _aligned(estimates, avail, "estimates", None)
+    crashed = set(crashed or ())
+    unknown = crashed - set(avail)
+    if unknown:
+        raise ValueError(f"crashed: machines {sorted(map(str, unknown))[:5]} are not in the plan")
+    if not (time_scale > 0 and math.isfinite(time_scale)):
+        raise ValueError(f"time_scale: positive and finite, got {time_scale!r}")
+    if not 0 <= crash_at <= 1:
+        raise ValueError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
+    return avail, sp, sl, est, crashed
+
+
+def step_time(plan: StepPlan, placement: Placement, speeds, slowdowns=None, crashed=(),
+              estimates=None, time_scale: float = 1.0, crash_at: float = 0.5,
+              speculation: Speculation | None = None) -> StepOutcome:
+    """Simulate one step of ``plan`` (module docstring), vectorised.
+
+    ``speeds``, ``slowdowns`` (default 1) and ``estimates`` (the controller's speed estimates,
+    used only to pick recovery machines; default ``speeds``): one value per machine of
+    ``plan.available``, as a sequence in that order or a mapping.  ``crashed``: machines that die
+    mid-step.  ``placement``: the storage at the start of the step (for recovery and copies).
+    """
+    avail, sp, sl, est, crashed = _step_inputs(plan, speeds, slowdowns, crashed, estimates,
+                                               time_scale, crash_at)
+    comp = _Compiled(plan)
+    mask = np.array([m in crashed for m in avail]) if crashed else None
+    cache: list = []
+
+    def index():
+        if not cache:
+            cache.append(_PlacementIndex(placement))
+        return cache[0]
+
+    return _execute(comp, index, sp / sl, mask, est, float(time_scale), float(crash_at),
+                    speculation)
+
+
+def step_time_reference(plan: StepPlan, placement: Placement, speeds, slowdowns=None, crashed=(),
+                        estimates=None, time_scale: float = 1.0, crash_at: float = 0.5,
+                        speculation: Speculation | None = None) -> StepOutcome:
+    """The same as :func:`step_time`, written as plain loops over machines, pieces and events:
+    the reference semantics (module docstring)."""
+    avail, sp, sl, est, crashed = _step_inputs(plan, speeds, slowdowns, crashed, estimates,
+                                               time_scale, crash_at)
+    L = plan.L
+    speed = {m: float(sp[i]) / float(sl[i]) for i, m in enumerate(avail)}
+    estd = {m: float(est[i]) for i, m in enumerate(avail)}
+    tw = _task_work(plan)
+    work = {m: 0.0 for m in avail}
+    for pi, piece in enumerate(plan.pieces):
+        for m in piece.machines:
+            work[m] += tw[pi]
+    finish = {m: work[m] / speed[m] * time_scale for m in avail}
+    live = {m: (math.inf if m in crashed else finish[m]) for m in avail}
+    results = {pi: sorted(live[m] for m in p.machines if m not in crashed)
+               for pi, p in enumerate(plan.pieces)}
+    short = tuple(pi for pi in range(len(plan.pieces)) if len(results[pi]) < L
+                  and any(m in crashed and work[m] > 0 for m in plan.pieces[pi].machines))
+    free = dict(live)
+
+    def holders(rows):
+        return [m for m in avail if m not in crashed and any(
+            a <= rows[0] and rows[1] <= b for a, b in placement.rows_of(m))]
+
+    key = {m: r for r, m in enumerate(_sort_key(avail))}
+    redone = 0
+    ok = True
+    for t, _, m in sorted((crash_at * finish[m], key[m], m) for m in crashed if work[m] > 0):
+        load: dict = {}
+        for pi, p in enumerate(plan.pieces):
+            if m not in p.machines:
+                continue
+            if len(results[pi]) >= L and results[pi][L - 1] <= t:
+                continue
+            rows = plan.groups[p.group].rows
+            hs = holders(rows)
+            if not hs:
+                ok = False
+                break
+            h = min(hs, key=lambda x: (load.get(x, 0) / estd[x], key[x]))
+            load[h] = load.get(h, 0) + rows[1] - rows[0]
+            free[h] = max(t, free[h]) + tw[pi] / speed[h] * time_scale
+            results[pi] = sorted(results[pi] + [free[h]])
+            redone += 1
+        if not ok:
+            break
+    if not ok:  # a lost step: the short pieces never decode, the others from their originals
+        results = {pi: sorted(live[m] for m in p.machines if m not in crashed)
+                   for pi, p in enumerate(plan.pieces)}
+    piece_times = [results[pi][L - 1] if len(results[pi]) >= L else math.inf
+                   for pi in range(len(plan.pieces))]
+    copies, t_star = 0, math.inf
+    if speculation is not None and ok:
+        if plan.K != 1:
+            raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
+                             f"L={plan.L}, S={plan.S}")
+        done = sorted(live[p.machines[0]] for p in plan.pieces if p.machines[0] not in crashed)
+        need = speculation.min_completed(len(plan.pieces))
+        for k in range(need, len(done) + 1):
+            head = done[:k]
+            med = (head[(k - 1) // 2] + head[k // 2]) / 2
+            t = max(done[k - 1], speculation.multiplier * med)
+            nxt = done[k] if k < len(done) else math.inf
+            if t < nxt:
+                t_star = t
+                break
+        if math.isfinite(t_star):
+            def own(m):  # when the machine's own call stops being in flight
+                return crash_at * finish[m] if m in crashed else live[m]
+
+            busy = {m: int(work[m] > 0 and own(m) > t_star) + int(free[m] > max(live[m], t_star))
+                    for m in avail}
+            for pi, p in enumerate(plan.pieces):
+                first = p.machines[0]
+                if piece_times[pi] <= t_star or own(first) <= t_star:
+                    continue
+                rows = plan.groups[p.group].rows
+                hs = [h for h in holders(rows) if h != first]
+                if not hs:
+                    continue
+                h = min(hs, key=lambda x: (busy[x], key[x]))
+                busy[h] += 1
+                free[h] = max(t_star, free[h]) + tw[pi] / speed[h] * time_scale
+                piece_times[pi] = min(piece_times[pi], free[h])
+                copies += 1
+    pt = np.asarray(piece_times, dtype=np.float64)
+    total = (float(pt.max()) if pt.size else 0.0) if ok else math.inf
+    return StepOutcome(total, pt, np.array([live[m] for m in avail]), short, redone, copies,
+                       t_star)
+
+
+# ------------------------------------------------------------------------------------------------
+# the plan cache
+# ------------------------------------------------------------------------------------------------
+class PlanCache:
+    """Plans kept across steps so the simulator solves the per-step LP only when something
+    changed.
+
+    Key: ``(policy, placement kind, placement version, membership)``; the placement version
+    changes whenever storage is repaired or extended, i.e. on every membership change.  Under a
+    key, a plan for speed estimates ``s0`` is reused for estimates ``s`` while every machine's
+    estimate is within a factor ``1 + tol`` of the one planned for
+    (``max |log(s / s0)| <= log(1 + tol)``).  Then the reused plan's ``c`` under ``s`` is within
+    ``(1 + tol)^2`` of the optimum for ``s`` (each factor ``1 + tol`` bounds how much the plan's
+    time and the optimum can move).  Speed-blind policies (:data:`SPEED_BLIND`) are keyed without
+    estimates.  Checking against the planned-for vector rather than a fixed grid means a small move
+    across a grid line never forces a re-solve and the bound holds from the vector actually used.
+    At most ``max_entries`` plans are kept (least recently used dropped first).
+    """
+
+    def __init__(self, tol: float = 0.05, max_entries: int = 32):
+        if not (isinstance(tol, (int, float)) and tol >= 0 and math.isfinite(tol)):
+            raise ValueError(f"tol: a finite relative tolerance >= 0, got {tol!r}")
+        if not (isinstance(max_entries, int) and max_entries >= 1):
+            raise ValueError(f"max_entries: an int >= 1, got {max_entries!r}")
+        self.tol = float(tol)
+        self._log_tol = math.log1p(self.tol)
+        self.max_entries = max_entries
+        self._store: OrderedDict = OrderedDict()  # (key, serial) -> (estimates or None, compiled)
+        self._serial = 0
+        self.hits = 0
+        self.misses = 0
+        self.seconds = 0.0
+
+    def get(self, key, estimates: np.ndarray | None, build: Callable[[], StepPlan]):
+        """``(compiled plan, hit, planning seconds)``."""
+        for k, (e, comp) in self._store.items():
+            if k[0] != key:
+                continue
+            if estimates is None or e is None or (
+                    e.shape == estimates.shape
+                    and float(np.max(np.abs(np.log(estimates / e)), initial=0.0)) <= self._log_tol):
+                self._store.move_to_end(k)
+                self.hits += 1
+                return comp, True, 0.0
+        t0 = time.perf_counter()
+        plan = build()
+        secs = time.perf_counter() - t0
+        comp = _Compiled(plan)
+        self._serial += 1
+        self._store[(key, self._serial)] = (None if estimates is None else estimates.copy(), comp)
+        while len(self._store) > self.max_entries:
+            self._store.popitem(last=False)
+        self.misses += 1
+        self.seconds += secs
+        return comp, False, secs
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __repr__(self) -> str:
+        return (f"PlanCache(tol={self.tol}, {len(self)} plans, {self.hits} hits, "
+                f"{self.misses} misses)")

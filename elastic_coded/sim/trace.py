@@ -1,0 +1,204 @@
+"""The simulator's trace: who is present at each step, who crashes, who joins, how slow everyone
+is.  Drawn once per seed and shared by every policy, so comparisons are side by side on the same
+trace.  Pure: numpy only.
+
+Membership follows the runtime (``ElasticCluster._apply_churn`` and the controller): machines
+``m0 .. m{N-1}`` start; before step ``t`` the churn script's events for the machines present
+(sorted ids, as the controller lists them) are drawn with ``ChurnRun.events``; ``leave`` removes
+machines before the step, ``join`` adds them before the step, ``crash`` machines are planned for
+and die in the middle of the step (their results never arrive) and are gone from the next step;
+``slow`` multiplies a machine's slowdown for this step.  Two deliberate simplifications: a machine
+that crashes is dropped right after its step (the runtime drops an idle one at its next health
+check), and the events of step ``t+1`` are drawn for the machines actually present (the runtime
+passes the previous plan's machines, which still include those that crashed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..churn import ChurnScript, StepEvents, parse_churn
+from .models import EqualSpeeds, NoDelays, check_model
+
+__all__ = ["Trace", "make_trace"]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A drawn trace (see the module docstring).  Machines are numbered by *slot*: the ``N``
+    initial machines are slots ``0..N-1``, joiners get the next slots in order of arrival."""
+
+    N: int
+    """Machines at the start (slots ``0..N-1``)."""
+    L: int
+    """Code parameters the churn floor was drawn with (``L+S`` machines at least)."""
+    S: int
+    ids: tuple
+    """``ids[slot]``: the machine's id (``"m3"``, or the joiner's id; a machine that leaves and
+    joins again later gets a new slot)."""
+    storage: np.ndarray
+    """``storage[slot]``: the machine's storage budget ``e`` (a fraction of the rows)."""
+    configured: np.ndarray
+    """``configured[slot]``: the speed the machine is configured with (the controller's first
+    estimate; a joiner's ``Join.speed``)."""
+    speed: np.ndarray
+    """``(steps, slots)`` true base speeds."""
+    slowdown: np.ndarray
+    """``(steps, slots)`` slowdown factors (delay model times the churn script's ``slow``)."""
+    members: tuple
+    """The distinct memberships, each a sorted tuple of ids."""
+    member_slots: tuple
+    """``member_slots[i]``: slots of ``members[i]``, aligned with it (int arrays)."""
+    member_of: np.ndarray
+    """``member_of[t]``: index into ``members`` of the machines present at step ``t``."""
+    events: tuple
+    """``events[t]``: the :class:`~elastic_coded.churn.StepEvents` drawn for step ``t``."""
+    crashed: tuple
+    """``crashed[t]``: ids present at step ``t`` that crash in its middle."""
+    joined: tuple
+    """``joined[t]``: the ``Join`` records that took effect before step ``t``."""
+    left: tuple
+    """``left[t]``: ids gone before step ``t`` (graceful leaves and last step's crashes)."""
+
+    @property
+    def steps(self) -> int:
+        return int(self.member_of.size)
+
+    def present(self, t: int) -> tuple:
+        """The ids present at step ``t`` (sorted)."""
+        return self.members[int(self.member_of[t])]
+
+    def slots(self, t: int) -> np.ndarray:
+        return self.member_slots[int(self.member_of[t])]
+
+    def counts(self) -> dict:
+        """Totals of churn events over the trace."""
+        return {
+            "joins": sum(len(j) for j in self.joined),
+            "leaves": sum(len(ev.leave) for ev in self.events),
+            "crashes": sum(len(c) for c in self.crashed),
+            "membership_changes": int(np.count_nonzero(np.diff(self.member_of))),
+        }
+
+
+def _as_script(churn) -> ChurnScript | None:
+    if churn is None or isinstance(churn, ChurnScript):
+        return churn
+    from collections.abc import Mapping
+
+    if isinstance(churn, Mapping):
+        return parse_churn(churn)
+    raise TypeError(f"churn: a ChurnScript or a mapping (its YAML form), got "
+                    f"{type(churn).__name__}")
+
+
+def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, churn=None,
+               seed: int = 0, storage: float = 1.0) -> Trace:
+    """Draw the trace of ``steps`` steps on ``N`` initial machines (module docstring).
+
+    ``delays``: a delay model (default :class:`~elastic_coded.sim.models.NoDelays`); ``speeds``:
+    a speed model or an array of ``N`` speeds (default all 1); ``churn``: a
+    :class:`~elastic_coded.churn.ChurnScript` or its mapping form (its own ``seed`` drives it, as
+    in the runtime).  ``seed`` drives the models.  Raises ``ValueError`` if the script leaves fewer
+    than ``L+S`` machines at some step.
+    """
+    for name, v, lo in (("N", N, 1), ("steps", steps, 0), ("L", L, 1), ("S", S, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name}: an int >= {lo}, got {v!r}")
+    N, steps, L, S = int(N), int(steps), int(L), int(S)
+    K = L + S
+    if N < K:
+        raise ValueError(f"N: {N} machines, fewer than L+S = {K}")
+    if not 0 < storage <= 1:
+        raise ValueError(f"storage: a storage budget in (0, 1], got {storage!r}")
+    delays = check_model(NoDelays() if delays is None else delays, "delays")
+    script = _as_script(churn)
+    ss = np.random.SeedSequence(int(seed))
+    rng_speed, rng_delay = (np.random.default_rng(s) for s in ss.spawn(2))
+
+    ids = [f"m{i}" for i in range(N)]
+    slot_of = {m: i for i, m in enumerate(ids)}
+    stor = [float(storage)] * N
+    conf_join: list[float] = []
+    present = set(ids)
+    members: list[tuple] = []
+    member_slots: list[np.ndarray] = []
+    index_of: dict[tuple, int] = {}  # slots of a membership (sorted by id) -> its index
+    member_of = np.zeros(steps, dtype=np.int64)
+    events, crashed_all, joined_all, left_all = [], [], [], []
+    slow_extra: list[tuple[int, int, float]] = []  # (step, slot, factor)
+    gen = script.generator() if script is not None else None
+    gone_after: tuple = ()
+    now = tuple(sorted(present))
+    no_events = StepEvents()
+    for t in range(steps):
+        ev = gen.events(t, list(now), K) if gen is not None else no_events
+        left = list(gone_after)
+        for m in ev.leave:
+            if m in present:
+                present.discard(m)
+                left.append(m)
+        for j in ev.join:
+            if j.id in present or j.id in left:
+                raise ValueError(f"churn: step {t} joins {j.id!r}, a machine present before the "
+                                 f"step (a machine may rejoin at a later step)")
+            slot_of[j.id] = len(ids)  # a machine that rejoins is a new machine: a new slot
+            ids.append(j.id)
+            stor.append(float(j.storage))
+            conf_join.append(float(j.speed))
+            present.add(j.id)
+        if left or ev.join:
+            now = tuple(sorted(present))
+        if len(now) < K:
+            raise ValueError(f"churn: step {t} leaves {len(now)} machines ({list(now)}), fewer "
+                             f"than L+S = {K}")
+        crashed = tuple(m for m in ev.crash if m in present)
+        for m, f in ev.slow.items():
+            if m in present:
+                slow_extra.append((t, slot_of[m], float(f)))
+        key = tuple(slot_of[m] for m in now)
+        if key not in index_of:
+            index_of[key] = len(members)
+            members.append(now)
+            member_slots.append(np.array(key, dtype=np.int64))
+        member_of[t] = index_of[key]
+        events.append(ev)
+        crashed_all.append(crashed)
+        joined_all.append(tuple(ev.join))
+        left_all.append(tuple(left))
+        for m in crashed:
+            present.discard(m)
+        if crashed:
+            now = tuple(sorted(present))
+        gone_after = crashed
+
+    n_slots = len(ids)
+    if isinstance(speeds, (list, tuple, np.ndarray)):
+        base = np.asarray(speeds, dtype=np.float64).reshape(-1)
+        if base.size != N or not np.all(np.isfinite(base) & (base > 0)):
+            raise ValueError(f"speeds: {N} positive finite speeds, got {base.size} values "
+                             f"{base.tolist()[:8]}")
+        sp0 = np.broadcast_to(base, (steps, N))
+    else:
+        model = check_model(EqualSpeeds() if speeds is None else speeds, "speeds")
+        sp0 = np.asarray(model.sample(rng_speed, steps, N), dtype=np.float64)
+        if sp0.shape != (steps, N) or not np.all(np.isfinite(sp0) & (sp0 > 0)):
+            raise ValueError(f"speeds: the model must give positive finite speeds of shape "
+                             f"{(steps, N)}, got shape {sp0.shape}")
+    speed = np.empty((steps, n_slots))
+    speed[:, :N] = sp0
+    if n_slots > N:
+        speed[:, N:] = np.asarray(conf_join)[None, :]
+    configured = np.concatenate([sp0[0] if steps else np.ones(N), np.asarray(conf_join)])
+    slowdown = np.asarray(delays.sample(rng_delay, steps, n_slots), dtype=np.float64)
+    if slowdown.shape != (steps, n_slots) or not np.all(np.isfinite(slowdown) & (slowdown > 0)):
+        raise ValueError(f"delays: the model must give positive finite slowdowns of shape "
+                         f"{(steps, n_slots)}, got shape {slowdown.shape}")
+    slowdown = np.array(slowdown)  # writable copy
+    for t, s, f in slow_extra:
+        slowdown[t, s] *= f
+    return Trace(N, L, S, tuple(ids), np.asarray(stor), configured, speed, slowdown, tuple(members),
+                 tuple(member_slots), member_of, tuple(events), tuple(crashed_all),
+                 tuple(joined_all), tuple(left_all))
