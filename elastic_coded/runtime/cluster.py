@@ -415,6 +415,8 @@ class ElasticCluster:
         self.controller.report.remote(policy, measured, report.t_total, t_decode, len(stragglers))
         self.reports.append(report)
         self._step += 1
+        gone = set(failed) | set(self._crash_idle)
+        self._present = [m for m in plan.available if m not in gone]
         return Y
 
     @staticmethod

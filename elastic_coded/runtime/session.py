@@ -19,7 +19,8 @@ def ensure_ray(address: str | None, num_cpus: int | None) -> bool:
     if address is not None:
         ray.init(address=address, **kw)
         return False
-    ray.init(num_cpus=num_cpus or os.cpu_count(), **kw)
+    # "local": always a fresh embedded instance, even if another Ray runs on this machine
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kw)
     return True
 
 

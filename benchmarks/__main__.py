@@ -1,0 +1,223 @@
+"""One command for every benchmark:
+
+    python -m benchmarks run [--quick] [--out DIR] [--only planner,runtime,...]
+
+Runs the benchmarks (each also runnable alone as ``python benchmarks/bench_<name>.py``), writes
+their ``*.json`` and ``*.md`` results, PNG plots (when matplotlib is installed), and
+``summary.md``: the headline figures against their targets, every one read from a results file.
+A full run (no ``--quick``) writes into ``benchmarks/results`` and rewrites README's results
+table from ``summary.md``; ``--quick`` writes into ``benchmarks/results/quick`` and leaves the
+README alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime")
+
+
+def _script(name: str, quick: bool, out: str) -> None:
+    """Benchmarks with their own command line run as a subprocess."""
+    cmd = [sys.executable, os.path.join(HERE, f"bench_{name}.py")]
+    if quick:
+        cmd.append("--quick")
+    if name == "hetero":
+        cmd += ["--out", out]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench_{name}.py failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    if name == "gfp_matmul" and quick:  # its quick mode prints only; keep the table
+        with open(os.path.join(out, "gfp_matmul.md"), "w") as fh:
+            fh.write(proc.stdout)
+
+
+def run_one(name: str, quick: bool, out: str) -> None:
+    if name == "planner":
+        import bench_planner
+        bench_planner.run(quick, out)
+    elif name == "runtime":
+        import bench_runtime
+        bench_runtime.run(quick, out, workers=8 if quick else 12)
+    elif name == "sim":
+        import bench_sim
+        bench_sim.run(quick, out)
+    elif name == "sweeps":
+        import bench_sweeps
+        res = bench_sweeps.run(quick, out)
+        _plot(bench_sweeps.plot, res, out)
+    elif name == "unified":
+        import bench_unified
+        res = bench_unified.run(quick, out)
+        _plot(bench_unified.plot, res, out)
+    else:
+        _script(name, quick, out)
+
+
+def _plot(fn, res, out) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("matplotlib not installed: plots skipped (pip install -e '.[plot]')")
+        return
+    for path in fn(res, out):
+        print(f"  plot {os.path.relpath(path, ROOT)}")
+
+
+def _load(out: str, name: str):
+    for n in (name, name.replace(".json", "_quick.json")):
+        path = os.path.join(out, n)
+        if os.path.exists(path):
+            with open(path) as fh:
+                return json.load(fh)
+    return None
+
+
+def summary(out: str) -> str:
+    """The headline table, every figure read from the results files in ``out``."""
+    rows = []
+
+    def add(what, value, target, met, source):
+        rows.append((what, value, target, "yes" if met else "no", source))
+
+    pl = _load(out, "planner.json")
+    if pl:
+        n1000 = next((r for r in pl["plan_step"] if r["N"] == 1000), None)
+        if n1000:
+            add("plan_step at N=1000 (cyclic placement)", f"{n1000['plan_ms_median']:.0f} ms",
+                "< 200 ms", n1000["plan_ms_median"] < 200, "planner.json")
+        d = {r["speed_ratio"]: r for r in pl["design"]}
+        if 4 in d:
+            add("designed vs cyclic placement, E[c], speeds 1:4, equal storage",
+                f"{d[4]['ratio_equal_storage']:.2f}x", "<= 1x", d[4]["ratio_equal_storage"] <= 1,
+                "planner.json")
+    gf = _load(out, "gfp_matmul.json")
+    if gf and "targets" in gf:
+        for k, v in gf["targets"].items():
+            if isinstance(v, dict) and v.get("met") is not None:
+                worst = v.get("worst")
+                add(f"GF(p) matmul: {k}", "-" if worst is None else f"worst {worst:.2f}x", k,
+                    bool(v["met"]), "gfp_matmul.json")
+    rt = _load(out, "runtime.json")
+    if rt:
+        st, he, ch = rt["stragglers"], rt["heterogeneous"], rt["churn"]
+        r = st["usctec"]["median_s"] / st["uncoded"]["median_s"]
+        add("runtime, 2 stragglers x5: USCTEC / uncoded (median step)", f"{r:.2f}x", "<= 0.4x",
+            r <= 0.4, "runtime.json")
+        r = st["usctec"]["median_s"] / st["speculative"]["median_s"]
+        add("runtime, 2 stragglers x5: USCTEC / speculative", f"{r:.2f}x", "<= 0.6x", r <= 0.6,
+            "runtime.json")
+        u = st["usctec"]
+        add("runtime overhead (step - slowest needed worker), median",
+            f"{1000 * u['median_overhead_s']:.0f} ms of {1000 * u['median_s']:.0f} ms",
+            "<= 10 ms + 5%", u["median_overhead_s"] <= 0.010 + 0.05 * u["median_s"],
+            "runtime.json")
+        r = he["usctec"]["median_s"] / he["cyclic"]["median_s"]
+        add("runtime, speeds 1..4x: USCTEC / cyclic CEC", f"{r:.2f}x", "<= 0.8x", r <= 0.8,
+            "runtime.json")
+        r = he["usctec"]["median_s"] / he["ideal"]["median_s"]
+        add("runtime, speeds 1..4x: USCTEC / ideal bound", f"{r:.2f}x", "<= 1.3x", r <= 1.3,
+            "runtime.json")
+        r = ch["usctec"]["median_s"] / ch["uncoded"]["median_s"]
+        add("runtime, 20% churn per step: USCTEC / uncoded", f"{r:.2f}x", "<= 0.6x", r <= 0.6,
+            "runtime.json")
+        add("runtime, 20% churn per step: lost steps", str(ch["usctec"]["lost_steps"]), "0",
+            ch["usctec"]["lost_steps"] == 0, "runtime.json")
+    sm = _load(out, "sim.json")
+    if sm:
+        for key, ratio, label, bound in (
+                ("stragglers", "usctec/uncoded", "2 stragglers x5: USCTEC / uncoded", 0.4),
+                ("stragglers", "usctec/speculative", "2 stragglers x5: USCTEC / speculative", 0.6),
+                ("heterogeneous", "usctec/cyclic", "speeds 1..4x: USCTEC / cyclic", 0.8),
+                ("heterogeneous", "usctec/ideal", "speeds 1..4x: USCTEC / ideal bound", 1.3),
+                ("churn", "usctec/uncoded (median)", "20% churn: USCTEC / uncoded (median)", 0.6)):
+            for sc in sm.get(key, []):
+                v = sc.get("ratios", {}).get(ratio)
+                if v is not None:
+                    add(f"simulator N={sc['N']}, {label}", f"{v:.3f}x", f"<= {bound}x",
+                        v <= bound + 1e-9, "sim.json")
+    sw = _load(out, "sweeps.json")
+    if sw:
+        last = sw["slowdown"][-1]
+        v = last["usctec"]["mean"] / last["uncoded"]["mean"]
+        add(f"simulator sweep, stragglers x{last['x']}: USCTEC / uncoded", f"{v:.2f}x", "< 1x",
+            v < 1, "sweeps.json")
+    he = _load(out, "hetero.json")
+    if he:
+        for inst in he.get("paper_like", []):
+            ig = inst.get("schemes", {}).get("iterated_greedy", {})
+            red = ig.get("reduction_vs_uncoded")
+            red2 = ig.get("reduction_vs_unbalanced_coded")
+            if red is not None and red2 is not None:
+                add(f"hetero masters {inst.get('M')}x{inst.get('N')}: iterated greedy below "
+                    f"uncoded / unbalanced coded", f"{100 * red:.0f}% / {100 * red2:.0f}%",
+                    "paper: 80% / 49%", red >= 0.5, "hetero.json")
+    un = _load(out, "unified.json")
+    if un:
+        ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])
+        add(f"unified K={un['K']}: measured load = L(q) for q in "
+            f"{[p['q'] for p in un['points']]}", "equal" if ok else "differs", "equal", ok,
+            "unified.json")
+    lines = ["| figure | measured | target | met | from |", "|---|---:|---:|:---:|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} | `benchmarks/results/{e}` |" for a, b, c, d, e in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["run", "summary"])
+    ap.add_argument("--quick", action="store_true", help="small sizes (under 3 minutes in all)")
+    ap.add_argument("--out", default=None, help="results folder")
+    ap.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(NAMES)}")
+    a = ap.parse_args(argv)
+    out = a.out or os.path.join(HERE, "results", "quick" if a.quick else "")
+    out = os.path.normpath(out)
+    os.makedirs(out, exist_ok=True)
+    names = NAMES if a.only is None else tuple(a.only.split(","))
+    bad = [n for n in names if n not in NAMES]
+    if bad:
+        print(f"--only: unknown benchmarks {bad}; known: {list(NAMES)}", file=sys.stderr)
+        return 2
+    timings = {}
+    if a.command == "run":
+        for n in names:
+            t = time.time()
+            print(f"== {n}", flush=True)
+            run_one(n, a.quick, out)
+            timings[n] = round(time.time() - t, 1)
+            print(f"== {n}: {timings[n]} s", flush=True)
+    table = summary(out)
+    head = ("# Benchmark summary\n\nEvery figure below is read from a results file in this "
+            f"folder, written by `python -m benchmarks run{' --quick' if a.quick else ''}`.\n\n")
+    with open(os.path.join(out, "summary.md"), "w") as fh:
+        fh.write(head + table)
+    if timings:
+        with open(os.path.join(out, "timings.json"), "w") as fh:
+            json.dump(timings, fh, indent=1)
+    print(table)
+    if not a.quick and a.out is None:
+        readme = os.path.join(ROOT, "README.md")
+        text = open(readme).read()
+        new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)",
+                     lambda m: m.group(1) + table + "\nFull tables: `benchmarks/results/*.md`; "
+                     "plots: `benchmarks/results/*.png`.\n" + m.group(2), text, flags=re.S)
+        with open(readme, "w") as fh:
+            fh.write(new)
+        print("README results table updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Simulator sweeps: step time against straggler slowdown, speed heterogeneity, churn rate and N,
+every policy on the same seeded trace per point (USCTEC, the baselines and the ideal bound).
+
+    python benchmarks/bench_sweeps.py [--quick] [--out DIR]
+
+Writes sweeps.json (and sweeps.md) in the results folder; ``benchmarks/__main__.py`` draws them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+L, S = 4, 2
+POLICIES = ("uncoded", "speculative", "cyclic", "usctec", "ideal")
+
+
+def _point(N, steps, seed=0, **kw) -> dict:
+    from elastic_coded.sim import simulate
+
+    res = simulate(N, steps, L=L, S=S, policies=POLICIES, seed=seed, **kw)
+    return {p: {"mean": res.summary[p]["mean"], "median": res.summary[p]["median"]}
+            for p in POLICIES}
+
+
+def run(quick: bool = False, out_dir: str | None = None) -> dict:
+    from elastic_coded.churn import ChurnScript, RandomChurn
+    from elastic_coded.sim import IIDStragglers, LinearSpeeds
+
+    out_dir = out_dir or os.path.join(HERE, "results")
+    os.makedirs(out_dir, exist_ok=True)
+    N = 60 if quick else 200
+    steps = 40 if quick else 200
+    t0 = time.time()
+    res = {"quick": quick, "N": N, "steps": steps, "L": L, "S": S, "policies": list(POLICIES)}
+    res["slowdown"] = [
+        {"x": f, **_point(N, steps, delays=IIDStragglers(k=2, factor=f))}
+        for f in ((1, 5, 10) if quick else (1, 2, 3, 5, 8, 12))]
+    res["heterogeneity"] = [
+        {"x": r, **_point(N, steps, speeds=LinearSpeeds(1.0, float(r)),
+                          delays=IIDStragglers(k=2, factor=5))}
+        for r in ((1, 4) if quick else (1, 2, 4, 8))]
+    res["churn"] = []
+    for rate in ((0.0, 0.2) if quick else (0.0, 0.05, 0.1, 0.2, 0.3)):
+        churn = ChurnScript(random=RandomChurn(leave=rate / 4, crash=rate / 4, join=rate / 2,
+                                               per_machine=True, min_machines=L + S + 1), seed=3)
+        res["churn"].append({"x": rate, **_point(N, steps, churn=churn,
+                                                 delays=IIDStragglers(k=2, factor=5))})
+    res["N"] = N
+    res["scale"] = [
+        {"x": n, **_point(n, 30 if quick else 100, delays=IIDStragglers(k=max(2, n // 50), factor=5))}
+        for n in ((50, 200) if quick else (100, 500, 1000, 2000))]
+    res["wall_s"] = time.time() - t0
+    with open(os.path.join(out_dir, "sweeps.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    with open(os.path.join(out_dir, "sweeps.md"), "w") as fh:
+        fh.write(to_markdown(res))
+    return res
+
+
+SWEEPS = (("slowdown", "straggler slowdown factor (2 stragglers per step)"),
+          ("heterogeneity", "speed spread (fastest / slowest, persistent)"),
+          ("churn", "churn rate (fraction of machines leaving or joining per step)"),
+          ("scale", "N machines (N/50 stragglers per step)"))
+
+
+def to_markdown(res) -> str:
+    out = [f"# Simulator sweeps (mean step time, time units; N={res['N']} unless swept, "
+           f"{res['steps']} steps, L={res['L']}, S={res['S']})", ""]
+    for key, label in SWEEPS:
+        out += [f"## {label}", "", "| x | " + " | ".join(res["policies"]) + " | usctec / uncoded |",
+                "|---:|" + "---:|" * (len(res["policies"]) + 1)]
+        for pt in res[key]:
+            out.append(f"| {pt['x']} | " + " | ".join(f"{pt[p]['mean']:.4g}" for p in res["policies"])
+                       + f" | {pt['usctec']['mean'] / pt['uncoded']['mean']:.2f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def plot(res, out_dir: str) -> list[str]:
+    """One PNG per sweep, every policy on the same axes.  Returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for key, label in SWEEPS:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        xs = [pt["x"] for pt in res[key]]
+        for p in res["policies"]:
+            ax.plot(xs, [pt[p]["mean"] for pt in res[key]], marker="o", label=p,
+                    linestyle="--" if p == "ideal" else "-")
+        ax.set_xlabel(label)
+        ax.set_ylabel("mean step time (time units)")
+        if key == "scale":
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        ax.set_title(f"step time vs {key}")
+        path = os.path.join(out_dir, f"sweep_{key}.png")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    r = run(a.quick, a.out)
+    print(to_markdown(r))

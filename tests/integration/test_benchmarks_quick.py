@@ -1,0 +1,53 @@
+"""`python -m benchmarks run --quick` produces well-formed results (not how fast anything is)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytestmark = pytest.mark.ray
+
+
+def test_quick_benchmarks_write_well_formed_results(tmp_path):
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    out = tmp_path / "results"
+    env = dict(os.environ, RAY_ADDRESS="local")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick"):
+        with open(out / f"{name}.json") as fh:
+            data = json.load(fh)
+        assert data, name
+        assert (out / f"{name}.md").read_text().startswith("#"), name
+    rt = json.loads((out / "runtime_quick.json").read_text())
+    for scenario, policies in (("stragglers", ("usctec", "uncoded", "speculative", "cyclic")),
+                               ("heterogeneous", ("usctec", "cyclic")),
+                               ("churn", ("usctec", "uncoded"))):
+        for p in policies:
+            assert rt[scenario][p]["median_s"] > 0, (scenario, p)
+    assert rt["churn"]["usctec"]["lost_steps"] == 0
+    sw = json.loads((out / "sweeps.json").read_text())
+    for key in ("slowdown", "heterogeneity", "churn", "scale"):
+        for pt in sw[key]:
+            # the ideal bound (with the (L+S)/L redundancy) bounds the coded policies
+            assert all(pt["ideal"]["mean"] <= pt[p]["mean"] * (1 + 1e-9)
+                       for p in ("usctec", "cyclic"))
+    summary = (out / "summary.md").read_text()
+    for row in ("plan_step at N=1000", "runtime, 2 stragglers x5: USCTEC / uncoded",
+                "hetero masters", "unified K=6: measured load = L(q)"):
+        assert row in summary, row
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    for png in ("sweep_slowdown.png", "sweep_heterogeneity.png", "sweep_churn.png",
+                "sweep_scale.png", "unified_tradeoff.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG", png
