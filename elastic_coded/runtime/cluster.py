@@ -81,6 +81,26 @@ OTHER_RUNTIMES = {
 }
 
 
+def _whole(partial: dict, group_rows: tuple, piece: int, pos: int, rows: tuple, H):
+    """``H`` for the task's whole group, or ``None`` while parts of it are missing: a task
+    re-planned after a crash may be split by rows over several machines."""
+    if tuple(rows) == tuple(group_rows):
+        return H
+    parts = partial.setdefault((piece, pos), {})
+    parts[tuple(rows)] = H
+    spans = sorted(parts)
+    covered, at = True, group_rows[0]
+    for a, b in spans:
+        if a > at:
+            covered = False
+            break
+        at = max(at, b)
+    if not covered or at < group_rows[1]:
+        return None
+    # the parts tile the group (re-planned parts never overlap)
+    return np.concatenate([parts[sp] for sp in spans], axis=0)
+
+
 class ElasticCluster:
     """A coded, elastic matrix ``A`` on a Ray cluster.
 
@@ -307,6 +327,7 @@ class ElasticCluster:
             if m not in tasks_of and m in handles:
                 ray.kill(handles[m], no_restart=True)
         results: dict[int, dict] = {pi: {} for pi in range(len(plan.pieces))}
+        partial: dict = {}  # (piece, position) -> {rows: H} for tasks re-planned in parts
         used_by: dict[int, tuple] = {}
         decoded: dict[int, np.ndarray] = {}
         failed: list[str] = []
@@ -365,10 +386,14 @@ class ElasticCluster:
                 finished.setdefault(machine, out)
                 rows_done += out["rows"]
                 useful = False
-                for piece, H in out["results"].items():
+                for (piece, pos, rows, _), H in zip(tasks, out["results"]):
                     if piece in decoded:
                         continue
-                    pos = next(t[1] for t in tasks if t[0] == piece)
+                    H = _whole(partial, plan.groups[plan.pieces[piece].group].rows, piece, pos,
+                               rows, H)
+                    if H is None:  # a part of a re-planned task; the rest is still to come
+                        useful = True
+                        continue
                     results[piece][pos] = (machine, H)
                     useful = True
                     if len(results[piece]) == plan.L:

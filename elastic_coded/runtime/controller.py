@@ -73,6 +73,7 @@ class Controller:
         self.pending_moved = 0
         self.health_interval = health_interval
         self._health = None
+        self._found_dead: set[str] = set()
         self._calibrated = time_scale > 0  # emulated speeds are already in the plan's units
         self._auto_count = 0
         self._metrics = None
@@ -154,6 +155,7 @@ class Controller:
         if dead:
             raise RuntimeError(f"machines {dead} died while receiving their rows")
         await self.ping_all()
+        self._apply_deaths()
         if self.health_interval > 0:
             self._health = asyncio.get_event_loop().create_task(self._health_loop())
         return {"machines": ids, "placement": repr(self.placement)}
@@ -231,15 +233,24 @@ class Controller:
                 await self.add_machines(new)
 
     async def ping_all(self) -> None:
-        """Ping every worker; drop those whose actor is dead.  A worker slow to answer stays."""
+        """Ping every worker; note those whose actor is dead.  A worker slow to answer stays.
+
+        Deaths are only noted here: they take effect (:meth:`_apply_deaths`) at the start of the
+        next membership-changing call, so a step's repair and plan never see the membership
+        change under them between two awaits."""
         ids = list(self.members)
         answers = await asyncio.gather(
             *[_ping(self.members[i].handle, self.ping_timeout) for i in ids])
         for i, (state, res) in zip(ids, answers):
             if state == "dead":
-                self._drop(i)
+                self._found_dead.add(i)
             elif state == "ok" and i in self.members and self.members[i].node is None:
                 self.members[i].node = res["node"]
+
+    def _apply_deaths(self) -> None:
+        for m in sorted(self._found_dead):
+            self._drop(m)
+        self._found_dead.clear()
 
     async def _health_loop(self) -> None:
         """Background liveness checks, off the steps' critical path."""
@@ -267,7 +278,8 @@ class Controller:
                     self._drop(m)
                 continue
             # machines that gave up copies to make room drop those rows
-            shrunk = [m for m in present if self.placement.stored_rows(m) < before[m] + sum(
+            shrunk = [m for m in present if m in self.members and
+                      self.placement.stored_rows(m) < before[m] + sum(
                 b - a for a, b, x in moved if x == m)]
             if shrunk:
                 await asyncio.gather(*[self.members[m].handle.keep_only.remote(
@@ -276,20 +288,26 @@ class Controller:
         raise RuntimeError("storage repair did not settle")
 
     # -- steps ------------------------------------------------------------------------------------
+    def _check_count(self, S: int) -> None:
+        present = sorted(self.members)
+        if len(present) < self.L + S:
+            raise ValueError(
+                f"machines: {len(present)} present ({present}), fewer than L+S = "
+                f"{self.L + S}; add machines, or pass allow_lower_S=True to run with "
+                f"S = {max(0, len(present) - self.L)}")
+
     async def prepare_step(self, policy: str, S: int | None = None, known: tuple = ()) -> dict:
         """Refresh membership, repair storage, plan and validate the step for the machines
         present.  ``S`` overrides the configured ``S`` (opt-in lower redundancy).  Handles are
         returned only for machines not in ``known`` (the driver caches them)."""
         t0 = time.perf_counter()
+        self._apply_deaths()
         await self.check_nodes()
-        present = sorted(self.members)
         S_eff = self.S if S is None else S
-        if len(present) < self.L + S_eff:
-            raise ValueError(
-                f"machines: {len(present)} present ({present}), fewer than L+S = "
-                f"{self.L + S_eff}; add machines, or pass allow_lower_S=True to run with "
-                f"S = {max(0, len(present) - self.L)}")
+        self._check_count(S_eff)
         moved = self.pending_moved + await self._repair(S_eff)
+        present = sorted(self.members)  # a machine found dead while storing is gone now
+        self._check_count(S_eff)
         speeds = [self.members[m].speed_est for m in present]
         plan = get_policy(policy)(self.placement, present, speeds, self.L, S_eff)
         validate(plan, self.placement)
@@ -311,18 +329,19 @@ class Controller:
         the rows (repairing storage first if needed).  Returns ``{machine: (handle, tasks)}``."""
         for m in dead:
             self._drop(m)
+        self._apply_deaths()
         moved = await self._repair(S)
         self.pending_moved += moved
         load = {m: 0 for m in self.members}
         out: dict[str, tuple] = {}
         for piece, pos, rows, cols in lost:
-            holders = [m for m in self.members
-                       if any(a <= rows[0] and rows[1] <= b for a, b in self.placement.rows_of(m))]
-            if not holders:
-                raise RuntimeError(f"recover: no live machine stores rows {rows[0]}:{rows[1]}")
-            m = min(holders, key=lambda x: (load[x] / self.members[x].speed_est, x))
-            load[m] += rows[1] - rows[0]
-            out.setdefault(m, (self.members[m].handle, []))[1].append((piece, pos, rows, cols))
+            # after a repair the rows may span blocks with different holders: split the task
+            for a, b, holders in _spans(self.placement, rows, self.members):
+                if not holders:
+                    raise RuntimeError(f"recover: no live machine stores rows {a}:{b}")
+                m = min(holders, key=lambda x: (load[x] / self.members[x].speed_est, x))
+                load[m] += b - a
+                out.setdefault(m, (self.members[m].handle, []))[1].append((piece, pos, (a, b), cols))
         return out
 
     async def report(self, policy: str, measured: dict, t_total: float, t_decode: float,
@@ -394,4 +413,21 @@ def _group_holders(plan, placement: Placement, present) -> dict:
     for pi, piece, group in plan.iter_pieces():
         blk = placement.blocks[bisect.bisect_right(starts, group.rows[0]) - 1]
         out[pi] = [m for m in blk.holders if m in present]
+    return out
+
+
+def _spans(placement: Placement, rows: tuple, present) -> list:
+    """``rows`` cut at block boundaries: ``[(start, stop, [present holders]), ...]``, merging
+    neighbours that share a present holder set (fewer, larger sub-tasks)."""
+    out: list = []
+    for blk in placement.blocks:
+        a, b = max(blk.start, rows[0]), min(blk.stop, rows[1])
+        if a >= b:
+            continue
+        hs = [m for m in blk.holders if m in present]
+        if out and out[-1][1] == a and set(out[-1][2]) & set(hs):
+            keep = [m for m in out[-1][2] if m in hs]
+            out[-1] = (out[-1][0], b, keep)
+        else:
+            out.append((a, b, hs))
     return out

@@ -86,8 +86,9 @@ class Worker:
             for c, d in ranges:
                 lo, hi = max(a, c), min(b, d)
                 if lo < hi:
-                    keep.append((lo, hi, arr[lo - a:hi - a]))
+                    keep.append((lo, hi, arr[lo - a:hi - a].copy()))
         self.chunks = keep
+        self._merge()  # adjacent kept ranges become one slice again
         return self.stored_rows()
 
     def _rows(self, rows) -> np.ndarray:
@@ -103,18 +104,18 @@ class Worker:
         """Compute ``tasks`` = ``[(piece, arg, (start, stop), cols), ...]`` on ``coded[arg]``;
         ``total_cols`` is ``r``, the column count of the step's whole ``B``.
 
-        Returns ``{"machine", "step", "results": {piece: H}, "rows", "work", "compute_s",
-        "elapsed_s"}``.  ``crash_at`` in [0, 1]: exit the process after that fraction of the
+        Returns ``{"machine", "step", "results": [H per task, in order], "rows", "work",
+        "compute_s", "elapsed_s"}``.  ``crash_at`` in [0, 1]: exit the process after that fraction of the
         paced time.
         """
         t0 = time.perf_counter()
-        results = {}
+        results = []
         rows_done = 0
         products = 0
         for piece, arg, rows, cols in tasks:
             A_rows = self._rows(rows)
             Bt = coded[arg] if cols is None else coded[arg][:, cols[0]:cols[1]]
-            results[piece] = await asyncio.to_thread(self.F.matmul, A_rows, Bt)
+            results.append(await asyncio.to_thread(self.F.matmul, A_rows, Bt))
             rows_done += rows[1] - rows[0]
             products += (rows[1] - rows[0]) * Bt.shape[1]
         compute_s = time.perf_counter() - t0

@@ -43,13 +43,6 @@ FORCED = {
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def cluster(ray_session):
     A = field("gf(2^8)").random((20, 3), np.random.default_rng(0))
     c = UnifiedCluster(A, K=6, mu=HALF, q=4, field="gf(2^8)", time_scale=TIME_SCALE, seed=11)
