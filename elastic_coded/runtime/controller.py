@@ -74,6 +74,8 @@ class Controller:
         self.health_interval = health_interval
         self._health = None
         self._found_dead: set[str] = set()
+        self._plans: dict = {}  # policy -> (key, plan): reused while membership, speeds and
+        # storage stay the same
         self._calibrated = time_scale > 0  # emulated speeds are already in the plan's units
         self._auto_count = 0
         self._metrics = None
@@ -308,9 +310,15 @@ class Controller:
         moved = self.pending_moved + await self._repair(S_eff)
         present = sorted(self.members)  # a machine found dead while storing is gone now
         self._check_count(S_eff)
-        speeds = [self.members[m].speed_est for m in present]
-        plan = get_policy(policy)(self.placement, present, speeds, self.L, S_eff)
-        validate(plan, self.placement)
+        speeds = tuple(self.members[m].speed_est for m in present)
+        key = (policy, S_eff, tuple(present), speeds, self.placement)
+        cached = self._plans.get(policy)
+        if cached is not None and cached[0] == key:
+            plan = cached[1]  # nothing changed since it was made and validated
+        else:
+            plan = get_policy(policy)(self.placement, present, speeds, self.L, S_eff)
+            validate(plan, self.placement)
+            self._plans[policy] = (key, plan)
         info = {
             "plan": plan,
             "holders": _group_holders(plan, self.placement, present)
