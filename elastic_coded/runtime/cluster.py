@@ -6,6 +6,11 @@ one call per machine, decodes each piece from its first ``L`` results as they ar
 (``ray.wait``), re-plans pieces that lost more than ``S`` results on the machines left, cancels
 what is no longer needed, and returns ``A @ B``.  A step never returns a partial result: it either
 decodes every piece or raises, and a failed step leaves the cluster's state as it was.
+
+Planning is pipelined: when a step ends, the plan of the next step of the same policy is asked
+for at once, so the controller works while the caller uses the result.  It is used only if no
+machine joined, left or failed in between (a membership epoch says so); otherwise it is dropped
+(its report of joins and departures carried into the next step) and the step plans afresh.
 """
 
 from __future__ import annotations
@@ -154,6 +159,10 @@ class ElasticCluster:
         self._step = 0
         self._crash_idle: list[str] = []
         self._handles: dict = {}  # machine -> actor handle, cached across steps
+        # plans asked for ahead, per policy, with the membership epoch they were asked in
+        self._prefetch: dict = {}
+        self._epoch = 0
+        self._carry = {"joined": (), "left": (), "rows_moved": 0}
         self._present: list | None = None  # machines present at the last step
         self._closed = False
         if churn is None:
@@ -214,6 +223,7 @@ class ElasticCluster:
         specs = _machine_specs(list(machines), 1.0)
         moved = ray.get(self.controller.add_machines.remote(specs))
         self._present = None
+        self._epoch += 1
         return moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
@@ -221,6 +231,7 @@ class ElasticCluster:
         ray.get(self.controller.remove_machine.remote(machine, crash))
         self._handles.pop(machine, None)
         self._present = None
+        self._epoch += 1
 
     def machines(self) -> list[str]:
         return ray.get(self.controller.snapshot.remote())["machines"]
@@ -273,11 +284,39 @@ class ElasticCluster:
         self._crash_idle = [m for m in ev.crash if m in present]
         return ev
 
+    def _prepared(self, policy: str):
+        """The prefetched plan for ``policy`` if membership has not changed since it was asked
+        for, else ``None``; a stale one's joins, departures and copies are carried over."""
+        pre = self._prefetch.pop(policy, None)
+        if pre is None:
+            return None
+        epoch, ref = pre
+        try:
+            info = ray.get(ref)
+        except Exception:  # e.g. too few machines: the fresh request below reports it
+            return None
+        if epoch == self._epoch:
+            return info
+        self._carry_info(info)
+        return None
+
+    def _carry_info(self, info: dict) -> None:
+        c = self._carry
+        c["joined"] += tuple(info["joined"])
+        c["left"] += tuple(info["left"])
+        c["rows_moved"] += int(info["rows_moved"])
+
     def _run_step(self, B: np.ndarray, policy: str, ev: StepEvents) -> np.ndarray:
         t0 = time.perf_counter()
         S_override = None
+        info = self._prepared(policy)
+        if info is None:
+            for other in list(self._prefetch):  # membership changed: every prefetch is stale
+                self._prepared(other)
         try:
-            info = ray.get(self.controller.prepare_step.remote(policy, None, tuple(self._handles)))
+            if info is None:
+                info = ray.get(self.controller.prepare_step.remote(policy, None,
+                                                                   tuple(self._handles)))
         except ValueError as exc:
             if not self.allow_lower_S or "fewer than L+S" not in str(exc):
                 raise
@@ -288,6 +327,11 @@ class ElasticCluster:
             log.warning("running step %d with S=%d (fewer machines than L+S)", self._step, S_override)
             info = ray.get(self.controller.prepare_step.remote(policy, S_override,
                                                                tuple(self._handles)))
+        if any(self._carry.values()):
+            info = dict(info, joined=self._carry["joined"] + tuple(info["joined"]),
+                        left=self._carry["left"] + tuple(info["left"]),
+                        rows_moved=self._carry["rows_moved"] + int(info["rows_moved"]))
+            self._carry = {"joined": (), "left": (), "rows_moved": 0}
         plan = info["plan"]
         self._handles.update(info["handles"])
         # forget machines that are gone, so a reused id never reaches a stale handle
@@ -442,6 +486,12 @@ class ElasticCluster:
         self._step += 1
         gone = set(failed) | set(self._crash_idle)
         self._present = [m for m in plan.available if m not in gone]
+        if gone:
+            self._epoch += 1
+        if S_override is None:
+            # plan the next step of this policy now, while the caller works on this result
+            self._prefetch[policy] = (self._epoch, self.controller.prepare_step.remote(
+                policy, None, tuple(self._handles)))
         return Y
 
     @staticmethod
