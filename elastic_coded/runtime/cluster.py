@@ -285,20 +285,23 @@ class ElasticCluster:
         return ev
 
     def _prepared(self, policy: str):
-        """The prefetched plan for ``policy`` if membership has not changed since it was asked
-        for, else ``None``; a stale one's joins, departures and copies are carried over."""
+        """The prefetched plan for ``policy``, or ``None``.  Prefetches asked for before the
+        membership last changed are dropped first, their joins, departures and copies carried
+        over to the next report."""
+        for p, (epoch, ref) in list(self._prefetch.items()):
+            if epoch != self._epoch:
+                del self._prefetch[p]
+                try:
+                    self._carry_info(ray.get(ref))
+                except Exception:  # it failed: it changed nothing
+                    pass
         pre = self._prefetch.pop(policy, None)
         if pre is None:
             return None
-        epoch, ref = pre
         try:
-            info = ray.get(ref)
-        except Exception:  # e.g. too few machines: the fresh request below reports it
+            return ray.get(pre[1])
+        except Exception:  # e.g. too few machines: the fresh request reports it
             return None
-        if epoch == self._epoch:
-            return info
-        self._carry_info(info)
-        return None
 
     def _carry_info(self, info: dict) -> None:
         c = self._carry
@@ -310,9 +313,6 @@ class ElasticCluster:
         t0 = time.perf_counter()
         S_override = None
         info = self._prepared(policy)
-        if info is None:
-            for other in list(self._prefetch):  # membership changed: every prefetch is stale
-                self._prepared(other)
         try:
             if info is None:
                 info = ray.get(self.controller.prepare_step.remote(policy, None,
