@@ -243,5 +243,8 @@ if __name__ == "__main__":
     ap.add_argument("--cpus", type=int, default=None)
     ap.add_argument("--tag", default="")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--real", action="store_true",
+                    help="straggler scenario at real compute speed (time_scale 0, larger A): "
+                         "for a machine with a core per worker")
     a = ap.parse_args()
-    run(a.quick, a.out, a.workers, a.cpus, a.tag)
+    run(a.quick, a.out, a.workers, a.cpus, a.tag, real=a.real)
