@@ -50,6 +50,7 @@ import numpy as np
 __all__ = ["MAX_PRIME", "matmul_mod", "max_chunk"]
 
 MAX_PRIME = 2**31 - 1
+_F32_EXACT = 2**24  # float32 holds every integer up to 2^24 exactly
 
 _LIMIT = 2**51              # _mod is exact for integer-valued 0 <= x < _LIMIT
 _MAGIC = float(2**52)       # the float r + 2^52 has the int64 bit pattern _MAGIC_BITS + r
@@ -186,6 +187,12 @@ def matmul_mod(a: np.ndarray, b: np.ndarray, p: int, *, chunk: int | None = None
         out %= p
         return out
 
+    if (k * (p - 1) ** 2 <= _F32_EXACT and chunk is None and limbs is None and rows is None):
+        # Tiny p: every partial sum stays below 2^24, so float32 sgemm (twice dgemm's rate) is
+        # exact; one reduction at the end.
+        out = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.int64)
+        out %= p
+        return out
     if limbs is None:
         kc = max_chunk(p, False)
         limbs = k > 4 * kc and kc < _MIN_CHUNK

@@ -244,3 +244,15 @@ def problems(draw):
 def test_property_matches_python_ints(problem):
     a, b, p, kw = problem
     check(a, b, p, **kw)
+
+
+@pytest.mark.parametrize("p, k", [(2, 1000), (3, 4000), (5, 1 << 16), (5, 1 << 20)])
+def test_float32_path_for_tiny_primes_is_exact(p, k):
+    """k (p-1)^2 <= 2^24: the float32 path (the last case sits exactly on the bound); all-(p-1)
+    rows and columns give the largest sums.  Reference: int64, exact at these sizes."""
+    rng = np.random.default_rng(k)
+    a = rng.integers(0, p, (7, k))
+    b = rng.integers(0, p, (k, 5))
+    a[0] = p - 1
+    b[:, 0] = p - 1
+    assert np.array_equal(matmul_mod(a, b, p), (a @ b) % p)
