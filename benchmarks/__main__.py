@@ -107,7 +107,7 @@ def summary(out: str) -> str:
         for k, v in gf["targets"].items():
             if isinstance(v, dict) and v.get("met") is not None:
                 worst = v.get("worst")
-                add(f"GF(p) matmul: {k}", "-" if worst is None else f"worst {worst:.2f}x", k,
+                add("GF(p) matmul", "-" if worst is None else f"worst {worst:.2f}x", k,
                     bool(v["met"]), "gfp_matmul.json")
     rt = _load(out, "runtime.json")
     if rt:

@@ -106,6 +106,8 @@ def exact_rows(a, b, p, rows):
 def path_of(p, m, k, n):
     if m * k * n <= G._TINY and k * (p - 1) ** 2 < 2**63:
         return "int64"
+    if k * (p - 1) ** 2 <= G._F32_EXACT:
+        return "float32"
     kc = G.max_chunk(p, False)
     if k <= 4 * kc or kc >= G._MIN_CHUNK:
         return f"1 limb, {-(-k // kc)} chunk(s)"
