@@ -8,7 +8,6 @@ Writes benchmarks/results/planner.json and planner.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -20,6 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from elastic_coded.usctec import (SpeedModel, cyclic_placement, design_placement,  # noqa: E402
                                   expected_time, plan_step, validate)
+
+from results_io import write_results  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -117,11 +118,8 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         "design": bench_design([1, 2, 4, 8], samples=16 if quick else 64,
                                eval_samples=100 if quick else 400),
     }
-    with open(os.path.join(out_dir, "planner.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
     md = to_markdown(res)
-    with open(os.path.join(out_dir, "planner.md"), "w") as fh:
-        fh.write(md)
+    write_results(out_dir, "planner", res, md)
     print(md)
     return res
 

@@ -20,7 +20,6 @@ runtime.md (or runtime_<tag>.*).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -29,6 +28,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from results_io import write_results  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
@@ -227,11 +228,8 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
     res["churn"] = scenario_churn(workers, steps, ts / 2, rng)
     res["wall_s"] = time.time() - t0
     name = "runtime" + (f"_{tag}" if tag else ("_quick" if quick else ""))
-    with open(os.path.join(out_dir, name + ".json"), "w") as fh:
-        json.dump(res, fh, indent=1)
     md = to_markdown(res)
-    with open(os.path.join(out_dir, name + ".md"), "w") as fh:
-        fh.write(md)
+    write_results(out_dir, name, res, md)
     print(md)
     return res
 

@@ -32,7 +32,6 @@ time and reported apart.  ``design_placement`` scores its candidates on 8 speed 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -46,10 +45,12 @@ if ROOT not in sys.path:
 
 from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
 from elastic_coded.sim import LinearSpeeds, Variant, simulate  # noqa: E402
+from results_io import write_results  # noqa: E402
 
 L, S = 4, 2
 K = L + S
 STORAGE = 0.9
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -255,11 +256,8 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         res["speed"] = speed[0]
     res["wall_s"] = time.perf_counter() - t0
     name = "sim_quick" if quick else "sim"
-    with open(os.path.join(out_dir, name + ".json"), "w") as fh:
-        json.dump(res, fh, indent=1, default=float)
     md = to_markdown(res)
-    with open(os.path.join(out_dir, name + ".md"), "w") as fh:
-        fh.write(md)
+    write_results(out_dir, name, res, md)
     print(md)
     return res
 

@@ -9,12 +9,13 @@ Writes sweeps.json (and sweeps.md) in the results folder; ``benchmarks/__main__.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from results_io import write_results  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
@@ -57,10 +58,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         {"x": n, **_point(n, 30 if quick else 100, delays=IIDStragglers(k=max(2, n // 50), factor=5))}
         for n in ((50, 200) if quick else (100, 500, 1000, 2000))]
     res["wall_s"] = time.time() - t0
-    with open(os.path.join(out_dir, "sweeps.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
-    with open(os.path.join(out_dir, "sweeps.md"), "w") as fh:
-        fh.write(to_markdown(res))
+    write_results(out_dir, "sweeps", res, to_markdown(res))
     return res
 
 

@@ -12,7 +12,6 @@ Monte Carlo of the latency model (no Ray).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -20,6 +19,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from results_io import write_results  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 K, MU, N, M = 6, 0.5, 12, 60
@@ -73,10 +74,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
             cluster.shutdown()
     res = {"quick": quick, "K": K, "mu": MU, "N": N, "m": M, "points": points,
            "wall_s": time.time() - t0}
-    with open(os.path.join(out_dir, "unified.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
-    with open(os.path.join(out_dir, "unified.md"), "w") as fh:
-        fh.write(to_markdown(res))
+    write_results(out_dir, "unified", res, to_markdown(res))
     return res
 
 

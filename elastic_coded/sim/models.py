@@ -51,6 +51,13 @@ def _positive(name: str, v) -> float:
     return float(v)
 
 
+def _speed_range(low, high) -> None:
+    _positive("low", low)
+    _positive("high", high)
+    if high < low:
+        raise ValueError(f"high: must be >= low = {low!r}, got {high!r}")
+
+
 def _shape(steps, N) -> tuple[int, int]:
     for name, v in (("steps", steps), ("N", N)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -285,10 +292,7 @@ class UniformSpeeds:
     high: float = 4.0
 
     def __post_init__(self):
-        _positive("low", self.low)
-        _positive("high", self.high)
-        if self.high < self.low:
-            raise ValueError(f"high: must be >= low = {self.low!r}, got {self.high!r}")
+        _speed_range(self.low, self.high)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
         steps, N = _shape(steps, N)
@@ -304,10 +308,7 @@ class LinearSpeeds:
     high: float = 4.0
 
     def __post_init__(self):
-        _positive("low", self.low)
-        _positive("high", self.high)
-        if self.high < self.low:
-            raise ValueError(f"high: must be >= low = {self.low!r}, got {self.high!r}")
+        _speed_range(self.low, self.high)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
         steps, N = _shape(steps, N)
