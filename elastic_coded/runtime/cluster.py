@@ -3,8 +3,8 @@
 Each :meth:`ElasticCluster.multiply` step: the controller plans and validates; the driver encodes
 ``B`` into the ``K`` coded inputs (put once in the object store and passed by reference), dispatches
 one call per machine, decodes each piece from its first ``L`` results as they arrive
-(``ray.wait``), re-plans pieces that lost more than ``S`` results on the machines left, cancels
-what is no longer needed, and returns ``A @ B``.  A step never returns a partial result: it either
+(``ray.wait``), re-plans the tasks of a machine that dies mid-step on live machines holding those
+rows, cancels what is no longer needed, and returns ``A @ B``.  A step never returns a partial result: it either
 decodes every piece or raises, and a failed step leaves the cluster's state as it was.
 
 Planning is pipelined: when a step ends, the plan of the next step of the same policy is asked
