@@ -3,11 +3,13 @@
 Pure: numpy and scipy only.  Every function takes plain data and returns frozen dataclasses from
 :mod:`elastic_coded.schemes.plan`.
 
-Rounding (how a fractional plan becomes integer rows).  Each row block ``a`` of ``R_a`` rows is cut
+Rounding (how a fractional plan becomes integer rows).  Each atom ``a`` (the rows held by the same
+available machines, possibly in several blocks) of ``R_a`` rows is cut
 into its groups by *cumulative rounding*: group ``g`` gets rows
 ``round(R_a * sum_{h<=g} gamma_h) - round(R_a * sum_{h<g} gamma_h)``, so every group's row count is
-within one row of ``gamma_g * R_a`` and the groups tile the block exactly.  A machine that belongs to
-``G_n`` groups therefore computes at most ``G_n`` rows more than its fractional share, and
+within one row of ``gamma_g * R_a`` and the groups tile the atom exactly (a group crossing a block
+boundary of the atom is cut into one group per block).  A machine that belongs to ``G_n`` groups
+therefore computes at most ``G_n`` rows more than its fractional share, and
 
     c_int <= c + max_n G_n / (q * s[n])
 
@@ -407,18 +409,23 @@ def _step_lp(blocks_holders: list[list[int]], w: np.ndarray, s: np.ndarray, K: i
 
 
 def _present_atoms(placement: Placement, avail_index: dict, K: int):
-    holders, weights, blocks = [], [], []
+    """Atoms (MATH.md §1): the rows held by exactly the same *available* machines.  Blocks with
+    the same available holders form one atom, however scattered (churn fragments blocks), so the
+    LP has one row per atom.  Returns ``(holders, weights, blocks)`` per atom: holder indices
+    into ``avail_index``, the atom's fraction of the rows, and its blocks."""
+    atoms: dict[tuple, list] = {}
     for b in placement.blocks:
-        h = [avail_index[m] for m in b.holders if m in avail_index]
+        h = tuple(sorted(avail_index[m] for m in b.holders if m in avail_index))
         if len(h) < K:
             raise ValueError(
                 f"available: rows {b.start}:{b.stop} have {len(h)} available holders "
                 f"({[m for m in b.holders if m in avail_index]}), fewer than L+S = {K}; repair the "
                 f"placement (repair_placement) before planning")
-        holders.append(h)
-        weights.append(b.size / placement.num_rows)
-        blocks.append(b)
-    return holders, np.asarray(weights), blocks
+        atoms.setdefault(h, []).append(b)
+    holders = [list(h) for h in atoms]
+    blocks = list(atoms.values())
+    weights = np.array([sum(b.size for b in bs) / placement.num_rows for bs in blocks])
+    return holders, weights, blocks
 
 
 def _mean_c(placement: Placement, draws: np.ndarray, L: int, S: int) -> float:
@@ -448,8 +455,8 @@ def plan_step(placement: Placement, available, speeds, L: int, S: int) -> StepPl
     _check_enough(len(avail), K)
     s = check_speeds(speeds, len(avail))
     idx = {m: i for i, m in enumerate(avail)}
-    holders, w, blocks = _present_atoms(placement, idx, K)
-    if len(blocks) == 1 and len(holders[0]) == len(avail):
+    holders, w, atoms = _present_atoms(placement, idx, K)
+    if len(atoms) == 1 and len(holders[0]) == len(avail):
         theta, c = optimal_load(s, L, S)
         xs = [theta * w[0]]
         holders = [list(range(len(avail)))]
@@ -457,7 +464,7 @@ def plan_step(placement: Placement, available, speeds, L: int, S: int) -> StepPl
         c, xs = _step_lp(holders, w, s, K)
     theta = np.zeros(len(avail))
     groups: list[Group] = []
-    for b, h, wa, x in zip(blocks, holders, w, xs):
+    for bs, h, wa, x in zip(atoms, holders, w, xs):
         theta[h] += x
         local = np.clip(x / wa, 0.0, 1.0)
         local *= K / local.sum()
@@ -465,13 +472,20 @@ def plan_step(placement: Placement, available, speeds, L: int, S: int) -> StepPl
             local = np.minimum(local, 1.0)
             local *= K / local.sum()
         fills = fill(local, K, tol=1e-10)
-        sizes = _cum_round(b.size, [g for g, _ in fills])
-        start = b.start
+        sizes = _cum_round(sum(b.size for b in bs), [g for g, _ in fills])
+        # lay the groups along the atom's rows, block after block; a group that crosses a block
+        # boundary becomes one group per block (row ranges stay contiguous)
+        spans = [[b.start, b.stop] for b in bs]
         for (_, U), size in zip(fills, sizes):
-            if size > 0:
-                groups.append(Group((start, start + size), size / placement.num_rows,
-                                    tuple(avail[h[i]] for i in U)))
-            start += size
+            machines = tuple(avail[h[i]] for i in U)
+            while size > 0:
+                a, stop = spans[0]
+                take = min(size, stop - a)
+                groups.append(Group((a, a + take), take / placement.num_rows, machines))
+                size -= take
+                spans[0][0] += take
+                if spans[0][0] == stop:
+                    spans.pop(0)
     pieces = tuple(Piece(g, None, grp.machines) for g, grp in enumerate(groups))
     rows = np.zeros(len(avail))
     for grp in groups:
