@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .session import ensure_ray, stop
 
@@ -205,7 +206,10 @@ class ElasticCluster:
             specs: list[MachineSpec] = []
         else:
             specs = _machine_specs(machines, storage)
-        self.controller = Controller.remote(
+        # the controller owns the workers: it lives on the driver's node, which outlives the
+        # spot and autoscaled nodes that come and go
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.controller = Controller.options(scheduling_strategy=here).remote(
             num_rows=q, L=self.L, S=self.S, field_spec=self.F, source=source_kind,
             time_scale=self.time_scale, placement=placement, seed=seed,
             learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,

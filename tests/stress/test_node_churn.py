@@ -76,3 +76,17 @@ def test_nodes_leave_mid_step_and_join(multi_node):
         joined = [m for rep in c.reports for m in rep.joined]
         assert joined and any(m in r.available for m in joined)
         assert sum(rep.rows_moved for rep in c.reports) > 0
+
+
+def test_controller_lives_on_the_drivers_node(multi_node):
+    """Removing any other node must never take the controller (and the workers it owns) along."""
+    import ray
+    from ray.util.state import get_actor
+
+    from elastic_coded.runtime import ElasticCluster
+
+    F = field("gf(65521)")
+    A = F.random((20, 4), np.random.default_rng(1))
+    with ElasticCluster(A, L=2, S=1, machines="auto", field=F, time_scale=0.01) as c:
+        info = get_actor(c.controller._actor_id.hex())
+        assert info.node_id == ray.get_runtime_context().get_node_id()
