@@ -623,6 +623,26 @@ def iterated_greedy(problem: HeteroProblem, rng: Any = 0, *, max_iter: int = 200
     return assignment_from_owner(problem, best, method="iterated_greedy", info=info)
 
 
+def _maxmin_model(problem: HeteroProblem):
+    """The max-min allocation model shared by the exact MILP and the probabilistic LP: variables
+    ``k[m, n]`` (flattened) and ``z``; minimise ``-z`` s.t. ``z - sum_n k[m,n] w[m,n] <= 0``
+    (all m) and ``sum_m k[m,n] <= 1`` (all n).  ``w`` is scaled by its maximum for the solver.
+    Returns ``(w, scale, c, A_ub, b_ub)``."""
+    M, N = problem.M, problem.N
+    scale = float(problem.w.max())
+    w = problem.w / scale
+    nk = M * N
+    c = np.zeros(nk + 1)
+    c[-1] = -1.0
+    A = np.zeros((M + N, nk + 1))
+    for m in range(M):
+        A[m, m * N:(m + 1) * N] = -w[m]
+        A[m, -1] = 1.0
+    for n in range(N):
+        A[M + n, [m * N + n for m in range(M)]] = 1.0
+    return w, scale, c, A, np.r_[np.zeros(M), np.ones(N)]
+
+
 def exact_assignment(problem: HeteroProblem, *, time_limit: float | None = None,
                      mip_rel_gap: float = 1e-9) -> Assignment:
     """The dedicated optimum by MILP (``scipy.optimize.milp``, HiGHS), MATH.md §3.
@@ -633,20 +653,9 @@ def exact_assignment(problem: HeteroProblem, *, time_limit: float | None = None,
     result may be suboptimal: ``info["optimal"]`` and ``info["upper_bound_value"]`` say so.
     """
     M, N = problem.M, problem.N
-    scale = float(problem.w.max())
-    w = problem.w / scale
+    w, scale, c, A, b = _maxmin_model(problem)
     nk = M * N
-    c = np.zeros(nk + 1)
-    c[-1] = -1.0
-    A1 = np.zeros((M, nk + 1))
-    for m in range(M):
-        A1[m, m * N:(m + 1) * N] = w[m]
-        A1[m, -1] = -1.0
-    A2 = np.zeros((N, nk + 1))
-    for n in range(N):
-        A2[n, [m * N + n for m in range(M)]] = 1.0
-    constraints = [optimize.LinearConstraint(A1, 0.0, np.inf),
-                   optimize.LinearConstraint(A2, -np.inf, 1.0)]
+    constraints = [optimize.LinearConstraint(A, -np.inf, b)]
     integrality = np.r_[np.ones(nk), 0.0]
     ub = np.r_[np.ones(nk), float(w.sum(axis=1).min())]
     # HiGHS's MIP presolve has returned suboptimal points marked optimal on tiny instances of
@@ -728,18 +737,8 @@ def probabilistic_assignment(problem: HeteroProblem) -> Assignment:
     most ``M - 1`` workers split between masters; all others serve one master or none.
     """
     M, N = problem.M, problem.N
-    scale = float(problem.w.max())
-    w = problem.w / scale
+    w, scale, c, A, b = _maxmin_model(problem)
     nk = M * N
-    c = np.zeros(nk + 1)
-    c[-1] = -1.0
-    A = np.zeros((M + N, nk + 1))
-    for m in range(M):
-        A[m, m * N:(m + 1) * N] = -w[m]
-        A[m, -1] = 1.0
-    for n in range(N):
-        A[M + n, [m * N + n for m in range(M)]] = 1.0
-    b = np.r_[np.zeros(M), np.ones(N)]
     bounds = [(0.0, 1.0)] * nk + [(0.0, None)]
     res = optimize.linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:

@@ -278,17 +278,22 @@ def _sorted_holders(hs) -> tuple:
         return tuple(sorted(hs, key=repr))
 
 
+def _placement_args(num_rows, machines, L, S) -> tuple[int, int, int, tuple]:
+    """Checked ``(L, S, num_rows, machines)`` for a placement: at least ``L+S`` machines."""
+    L, S = check_code(L, S)
+    num_rows = _check_rows(num_rows)
+    ms = _machines(machines, None)
+    _check_enough(len(ms), L + S, "machines")
+    return L, S, num_rows, ms
+
+
 def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> Placement:
     """Cyclic placement of coded elastic computing (Yang et al., MATH.md §1): rows split into
     ``N`` near-equal sets, set ``i`` on machines ``i, ..., i+K-1 (mod N)``.  Each machine stores
     about ``K/N`` of the rows; ``budgets`` (default: exactly what each machine stores) must allow
     that."""
-    L, S = check_code(L, S)
-    K = L + S
-    num_rows = _check_rows(num_rows)
-    ms = _machines(machines, None)
-    N = len(ms)
-    _check_enough(N, K, "machines")
+    L, S, num_rows, ms = _placement_args(num_rows, machines, L, S)
+    K, N = L + S, len(ms)
     sizes = _cum_round(num_rows, [1.0] * N)
     need = np.array([sum(sizes[(i - j) % N] for j in range(K)) for i in range(N)])
     if budgets is None:
@@ -340,12 +345,8 @@ def design_placement(num_rows: int, machines, budgets, speed_model, L: int, S: i
     are scored on the same speed samples and the best is returned, so the result is never worse
     than cyclic on those samples.
     """
-    L, S = check_code(L, S)
-    K = L + S
-    num_rows = _check_rows(num_rows)
-    ms = _machines(machines, None)
-    N = len(ms)
-    _check_enough(N, K, "machines")
+    L, S, num_rows, ms = _placement_args(num_rows, machines, L, S)
+    K, N = L + S, len(ms)
     e = _check_budgets(budgets, N, K, num_rows)
     draws = _speed_samples(speed_model, N, samples, seed)
     mean_speed = draws.mean(axis=0)
