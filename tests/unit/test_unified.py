@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.unified import (as_mu, check_shuffle_plan, encode_packet, encode_storage,
-                                   latency_load, load_breakdown, lower_bound, map_compute,
-                                   reduce_assignment, rows_multiple, run_in_process,
-                                   shuffle_plan, simulate_map_latency, storage_design, tradeoff)
+from elastic_coded.schemes.unified import (as_mu, check_shuffle_plan, encode_packet,
+                                           encode_storage, latency_load, load_breakdown,
+                                           lower_bound, map_compute, reduce_assignment,
+                                           rows_multiple, run_in_process, shuffle_plan,
+                                           simulate_map_latency, storage_design, tradeoff)
 
 HALF = Fraction(1, 2)
 
@@ -277,6 +278,6 @@ def test_segment_divisibility_is_enforced():
 
 
 def test_schemes_module_does_not_import_ray():
-    code = ("import sys, elastic_coded.unified, elastic_coded.schemes.unified; "
+    code = ("import sys, elastic_coded.schemes.unified; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

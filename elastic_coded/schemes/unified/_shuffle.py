@@ -1,0 +1,280 @@
+"""The Shuffle of the unified coding framework (MATH.md §2, shuffle): who reduces what, the
+coded-multicast plan for a set of fastest servers, its check, and the packets on the wire."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ._params import _check_int, _check_n_divisible
+from ._storage import StorageDesign, _segment_multiple, rows_multiple
+from ._theory import LoadBreakdown, load_breakdown
+
+@dataclass(frozen=True)
+class Segment:
+    """Values meant for one receiver: ``c_rows[t] x_outputs[t]`` for each ``t``."""
+
+    receiver: int
+    rows: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass(frozen=True)
+class Transmission:
+    """One packet: ``sender`` sends the elementwise sum (XOR in GF(2^T)) of its ``segments``
+    to ``receivers``; each receiver recovers its own segment by subtracting the others, which it
+    has computed itself (MATH.md §2, shuffle).
+
+    Attributes: ``sender``; ``receivers``; ``segments`` (one per receiver, equal lengths);
+    ``round``: the multicast round ``j`` (subsets of size ``j+1``), ``0`` for unicast.
+    """
+
+    sender: int
+    receivers: tuple[int, ...]
+    segments: tuple[Segment, ...]
+    round: int
+
+    @property
+    def size(self) -> int:
+        """Values on the wire (a multicast counted once)."""
+        return len(self.segments[0]) if self.segments else 0
+
+    def segment_for(self, receiver: int) -> Segment:
+        for seg in self.segments:
+            if seg.receiver == receiver:
+                return seg
+        raise ValueError(f"receiver: {receiver} is not a receiver of this transmission")
+
+
+@dataclass(frozen=True)
+class ShufflePlan:
+    """The Shuffle for one set ``Q`` of fastest servers (MATH.md §2).
+
+    Attributes:
+        fastest: ``Q``, increasing; ``assignment[t]``: outputs reduced by ``fastest[t]``.
+        m, N: sizes; ``theory``: the :class:`LoadBreakdown` the plan realises.
+        transmissions: the packets, greedy multicast rounds first (largest ``j`` first), then
+            the finishing round (unicast or one more multicast round).
+        values_sent: total values on the wire; ``load``: ``values_sent / m``.
+    """
+
+    fastest: tuple[int, ...]
+    assignment: tuple[tuple[int, ...], ...]
+    m: int
+    N: int
+    theory: LoadBreakdown
+    transmissions: tuple[Transmission, ...]
+    values_sent: int
+    load: Fraction
+
+    def outputs_of(self, k: int) -> tuple[int, ...]:
+        """The outputs server ``k`` reduces (empty if ``k`` is not among the fastest)."""
+        try:
+            return self.assignment[self.fastest.index(k)]
+        except ValueError:
+            return ()
+
+
+def reduce_assignment(fastest: Iterable[int], N: int) -> tuple[tuple[int, ...], ...]:
+    """Split the ``N`` outputs evenly over the fastest servers: the ``t``-th smallest server of
+    ``Q`` reduces outputs ``t N/q .. (t+1) N/q - 1`` (MATH.md §2, Reduce)."""
+    Q = sorted(int(k) for k in fastest)
+    q = len(Q)
+    if q == 0:
+        raise ValueError("fastest: must name at least one server")
+    _check_n_divisible(N, q)
+    per = N // q
+    return tuple(tuple(range(t * per, (t + 1) * per)) for t in range(q))
+
+
+def _check_fastest(design: StorageDesign, fastest) -> tuple[int, ...]:
+    try:
+        Q = tuple(sorted(int(k) for k in fastest))
+    except TypeError:
+        raise TypeError(f"fastest: must be a collection of server ids, got {fastest!r}") from None
+    if len(set(Q)) != len(Q) or len(Q) != design.q or any(not 0 <= k < design.K for k in Q):
+        raise ValueError(f"fastest: {fastest!r} must be q = {design.q} distinct server ids in "
+                         f"0..K-1 = 0..{design.K - 1}")
+    return Q
+
+
+def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> ShufflePlan:
+    """The Shuffle of MATH.md §2 for the fastest servers ``Q``: greedy coded multicast over
+    subsets of size ``j+1``, ``j = r .. s_q``, then the cheaper of unicast and one more multicast
+    round.  Its ``values_sent`` equals ``L(q) m`` exactly.
+
+    For a subset ``S`` of ``Q`` of size ``j+1`` and ``k`` in ``S``, ``V^k_{S-k}`` are the values
+    ``k`` needs (its outputs times the rows of batches ``T`` with ``T ∩ Q = S - k``); each is
+    split into ``j`` equal segments, one per other member ``i``, and ``i`` sends the sum of the
+    segments associated with it.
+    """
+    Q = _check_fastest(design, fastest)
+    N = _check_int("N", N, low=1)
+    _check_n_divisible(N, design.q)
+    th = load_breakdown(design.K, design.mu, N, design.q)
+    K, q, m, beta = design.K, design.q, design.m, design.batch_size
+    need_beta = _segment_multiple(th)
+    if beta % need_beta:
+        raise ValueError(
+            f"m: {m} does not fit the shuffle segments: each multicast round j splits sets of "
+            f"(N/q)*C(K-q, r-j)*batch values into j equal segments, so the batch size "
+            f"{beta} must be a multiple of {need_beta}; m must be a multiple of "
+            f"rows_multiple(K, mu, N, q) = {rows_multiple(K, design.mu, N, q)}")
+    assignment = reduce_assignment(Q, N)
+    W = dict(zip(Q, assignment))
+    rows_by_S = _rows_by_holders(design, Q)
+    transmissions = _multicast_rounds(th, Q, W, rows_by_S)
+    if th.finish == "unicast":
+        transmissions.extend(_unicast_round(design, th, Q, W, rows_by_S))
+    values_sent = sum(t.size for t in transmissions)
+    plan = ShufflePlan(fastest=Q, assignment=assignment, m=m, N=N, theory=th,
+                       transmissions=tuple(transmissions), values_sent=values_sent,
+                       load=Fraction(values_sent, m))
+    if plan.load != th.L:  # pragma: no cover - an internal invariant
+        raise AssertionError(f"shuffle plan load {plan.load} != theory {th.L}")
+    return plan
+
+
+def _rows_by_holders(design: StorageDesign, Q: tuple[int, ...]
+                     ) -> dict[tuple[int, ...], list[int]]:
+    """The coded rows of the batches, grouped by which servers of ``Q`` hold them."""
+    Qset = set(Q)
+    rows_by_S: dict[tuple[int, ...], list[int]] = {}
+    for b, T in enumerate(design.batches):
+        S = tuple(k for k in T if k in Qset)
+        rows_by_S.setdefault(S, []).extend(design.batch_rows(b))
+    return rows_by_S
+
+
+def _segment(receiver: int, vals: Sequence[tuple[int, int]]) -> Segment:
+    """The segment carrying the values ``(row, output)`` in ``vals`` to ``receiver``."""
+    return Segment(receiver=receiver, rows=tuple(v[0] for v in vals),
+                   outputs=tuple(v[1] for v in vals))
+
+
+def _multicast_rounds(th: LoadBreakdown, Q: tuple[int, ...], W: dict[int, tuple[int, ...]],
+                      rows_by_S: dict[tuple[int, ...], list[int]]) -> list[Transmission]:
+    """The greedy multicast rounds ``j`` of :func:`shuffle_plan` (largest ``j`` first): in each
+    subset ``S`` of ``Q`` of size ``j+1`` whose members all need something, every member sends
+    the sum of one ``1/j``-th of what each other member needs."""
+    transmissions: list[Transmission] = []
+    for j in th.rounds:
+        if j < 1:
+            continue
+        for S in itertools.combinations(Q, j + 1):
+            pieces: dict[int, dict[int, list[tuple[int, int]]]] = {}
+            for k in S:
+                others = tuple(i for i in S if i != k)
+                vals = [(row, o) for o in W[k] for row in rows_by_S.get(others, [])]
+                if not vals:
+                    break
+                size = len(vals) // j
+                pieces[k] = {i: vals[t * size:(t + 1) * size] for t, i in enumerate(others)}
+            else:
+                for i in S:
+                    segs = tuple(_segment(k, pieces[k][i]) for k in S if k != i)
+                    transmissions.append(Transmission(
+                        sender=i, receivers=tuple(k for k in S if k != i), segments=segs,
+                        round=j))
+    return transmissions
+
+
+def _unicast_round(design: StorageDesign, th: LoadBreakdown, Q: tuple[int, ...],
+                   W: dict[int, tuple[int, ...]], rows_by_S) -> list[Transmission]:
+    """Finish by unicast: each server gets ``residual * m`` more values per output, taken from
+    batches held by fewer than ``s_q`` servers of ``Q`` (not yet delivered), each sent by the
+    least-loaded server holding it."""
+    need = int(th.residual * design.m)
+    sent: dict[int, int] = {i: 0 for i in Q}
+    packets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    cands_by_S = sorted(((S, rows) for S, rows in rows_by_S.items() if 1 <= len(S) < th.s_q),
+                        key=lambda item: (-len(item[0]), item[0]))
+    for k in Q:
+        mine = [(S, row) for S, rows in cands_by_S if k not in S for row in rows]
+        if len(mine) < need:  # pragma: no cover - excluded by the MDS counting argument
+            raise AssertionError(f"server {k}: {len(mine)} candidate rows < {need} needed")
+        for o in W[k]:
+            for S, row in mine[:need]:
+                sender = min(S, key=lambda i: (sent[i], i))
+                sent[sender] += 1
+                packets.setdefault((sender, k), []).append((row, o))
+    return [Transmission(sender=s, receivers=(k,), segments=(_segment(k, vals),), round=0)
+            for (s, k), vals in sorted(packets.items())]
+
+
+def check_shuffle_plan(design: StorageDesign, plan: ShufflePlan) -> None:
+    """Check a plan before running it: every sender has computed what it sends, every receiver
+    has computed the segments it must cancel, and after the shuffle every server holds ``m``
+    distinct coded values for each output it reduces.  Raises ``ValueError`` otherwise."""
+    stored = [set(rows) for rows in design.server_rows]
+    held: dict[tuple[int, int], set[int]] = {
+        (k, o): set(stored[k]) for k in plan.fastest for o in plan.outputs_of(k)}
+    for n, t in enumerate(plan.transmissions):
+        if t.sender not in plan.fastest or any(k not in plan.fastest for k in t.receivers):
+            raise ValueError(f"plan: transmission {n} involves a server outside Q")
+        if len({len(s) for s in t.segments}) > 1:
+            raise ValueError(f"plan: transmission {n} has segments of unequal length")
+        if sorted(s.receiver for s in t.segments) != sorted(t.receivers):
+            raise ValueError(f"plan: transmission {n} needs one segment per receiver")
+        for s in t.segments:
+            if not set(s.rows) <= stored[t.sender]:
+                raise ValueError(f"plan: transmission {n}: sender {t.sender} lacks a row")
+            for k in t.receivers:
+                if k != s.receiver and not set(s.rows) <= stored[k]:
+                    raise ValueError(f"plan: transmission {n}: receiver {k} cannot cancel the "
+                                     f"segment for {s.receiver}")
+            for row, o in zip(s.rows, s.outputs):
+                if (s.receiver, o) not in held:
+                    raise ValueError(f"plan: transmission {n}: server {s.receiver} does not "
+                                     f"reduce output {o}")
+                held[(s.receiver, o)].add(row)
+    for (k, o), rows in held.items():
+        if len(rows) < design.m:
+            raise ValueError(f"plan: server {k} ends with {len(rows)} < m = {design.m} coded "
+                             f"values for output {o}")
+
+
+def encode_packet(design: StorageDesign, t: Transmission, sender_map: np.ndarray) -> np.ndarray:
+    """The packet ``t.sender`` sends: the sum of its segments' values, read from its Map result
+    (:func:`map_compute`)."""
+    fld = design.field
+    packet = None
+    for seg in t.segments:
+        vals = sender_map[design.local_index(t.sender, seg.rows), list(seg.outputs)]
+        packet = vals if packet is None else fld.add(packet, vals)
+    return packet if packet is not None else fld.zeros(0)
+
+
+def decode_packet(design: StorageDesign, t: Transmission, receiver: int, packet: np.ndarray,
+                  receiver_map: np.ndarray) -> np.ndarray:
+    """Receiver's side: cancel the segments it computed itself and return the values of its own
+    segment (in the segment's order)."""
+    fld = design.field
+    out = np.asarray(packet)
+    for seg in t.segments:
+        if seg.receiver != receiver:
+            known = receiver_map[design.local_index(receiver, seg.rows), list(seg.outputs)]
+            out = fld.sub(out, known)
+    return out
+
+
+def receive_packet(design: StorageDesign, t: Transmission, receiver: int, packet,
+                   receiver_map: np.ndarray, got: dict[int, dict[int, object]]) -> int:
+    """Receiver's side of one transmission, filed for the Reduce: decode the packet
+    (:func:`decode_packet`) and store each recovered value ``c_row x_o`` as ``got[o][row]``.
+    Returns the number of values recovered (the length of the receiver's segment)."""
+    seg = t.segment_for(receiver)
+    vals = decode_packet(design, t, receiver, packet, receiver_map)
+    if len(vals) != len(seg):
+        raise ValueError(f"packet: transmission from server {t.sender} carries {len(vals)} "
+                         f"values, the plan says {len(seg)}")
+    for row, o, v in zip(seg.rows, seg.outputs, vals):
+        got.setdefault(o, {})[row] = v
+    return len(seg)
