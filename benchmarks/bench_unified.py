@@ -28,8 +28,8 @@ K, MU, N, M = 6, 0.5, 12, 60
 
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
     from elastic_coded.algebra import field
-    from elastic_coded.unified import (latency_load, run_in_process, simulate_map_latency,
-                                       tradeoff)
+    from elastic_coded.schemes.unified import (latency_load, run_in_process,
+                                               simulate_map_latency, tradeoff)
 
     out_dir = out_dir or os.path.join(HERE, "results")
     os.makedirs(out_dir, exist_ok=True)
@@ -95,7 +95,7 @@ def plot(res, out_dir: str) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from elastic_coded.unified import tradeoff
+    from elastic_coded.schemes.unified import tradeoff
 
     tr = tradeoff(res["K"], res["mu"], res["N"])
     fig, ax = plt.subplots(figsize=(6, 4))

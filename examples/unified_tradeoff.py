@@ -23,7 +23,7 @@ import ray
 
 from elastic_coded.algebra import field
 from elastic_coded.runtime.unified_runtime import UnifiedCluster
-from elastic_coded.unified import plot_tradeoff, tradeoff
+from elastic_coded.schemes.unified import plot_tradeoff, tradeoff
 
 K, MU, M, N_COLS, N = 6, Fraction(1, 2), 60, 8, 12
 QS = (2, 3, 4, 6)

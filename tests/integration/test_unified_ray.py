@@ -23,7 +23,7 @@ import ray
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.cli_unified import add_tradeoff_parser, run_tradeoff
 from elastic_coded.runtime.unified_runtime import UnifiedCluster, UnifiedReport
-from elastic_coded.unified import latency_load, run_in_process, tradeoff
+from elastic_coded.schemes.unified import latency_load, run_in_process, tradeoff
 
 HALF = Fraction(1, 2)
 TIME_SCALE = 0.01  # seconds per time unit: steps of 0.05 .. 0.3 s

@@ -277,6 +277,26 @@ def test_segment_divisibility_is_enforced():
     assert rows_multiple(4, HALF, 4, 4) == 12 and rows_multiple(6, HALF, 12, 4) == 20
 
 
+UNIFIED_NAMES = [
+    "MuLike", "LoadBreakdown", "TradeoffPoint", "Tradeoff", "StorageDesign", "Segment",
+    "Transmission", "ShufflePlan", "RunResult", "as_mu", "load_breakdown", "latency_load",
+    "lower_bound", "tradeoff", "rows_multiple", "storage_design", "encode_storage", "map_compute",
+    "reduce_assignment", "shuffle_plan", "check_shuffle_plan", "encode_packet", "decode_packet",
+    "receive_packet", "reduce_outputs", "reduce_server", "run_in_process", "simulate_map_latency",
+    "sample_map_latencies", "plot_tradeoff"]
+
+
+def test_package_exports_the_public_names():
+    """The package's ``__all__`` is the public surface; each name comes from a topic module."""
+    import elastic_coded.schemes.unified as U
+
+    assert sorted(U.__all__) == sorted(UNIFIED_NAMES)
+    for name in U.__all__:
+        obj = getattr(U, name)
+        if name != "MuLike":  # a typing alias has no module of its own
+            assert obj.__module__.startswith("elastic_coded.schemes.unified._"), name
+
+
 def test_schemes_module_does_not_import_ray():
     code = ("import sys, elastic_coded.schemes.unified; "
             "sys.exit('ray' in sys.modules)")
