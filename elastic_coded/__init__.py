@@ -11,7 +11,7 @@ import importlib
 __version__ = "0.1.0"
 
 _LAZY = {
-    "ElasticCluster": "runtime.cluster", "MachineSpec": "runtime.controller",
+    "ElasticCluster": "runtime.cluster", "MachineSpec": "machines",
     "field": "algebra.fields",
     "optimal_load": "schemes.usctec", "fill": "schemes.usctec",
     "cyclic_placement": "schemes.usctec", "design_placement": "schemes.usctec",

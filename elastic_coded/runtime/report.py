@@ -17,7 +17,9 @@ class StepReport:
     policy: str
     """Policy that planned it."""
     plan: object = field(repr=False)
-    """The :class:`~elastic_coded.schemes.plan.StepPlan` dispatched."""
+    """What was dispatched: a :class:`~elastic_coded.schemes.plan.StepPlan` (USCTEC family), a
+    :class:`~elastic_coded.schemes.policies.hetero.HeteroStepPlan`, or the unified storage
+    design the step ran on."""
     available: tuple
     """Machines present when the step was planned."""
     joined: tuple
@@ -29,15 +31,14 @@ class StepReport:
     stragglers: tuple
     """Machines whose results were not needed (cancelled or late)."""
     decoded_by: dict = field(repr=False)
-    """``{piece: (machine, ...)}``: whose results decoded each piece."""
+    """``{output: (machine, ...)}``: whose results decoded each piece (USCTEC), master
+    (hetero) or the step (unified: the fastest ``q``)."""
     recovered_pieces: tuple
     """Pieces that lost results to a failure mid-step and had them re-planned on live machines."""
     rows_moved: int
     """Rows copied to machines (storage repair and joins) before or during the step."""
-    wasted_rows: int
-    """Rows multiplied (or planned and cancelled) whose results were not used."""
     total_rows: int
-    """Rows multiplied or planned in all."""
+    """Rows dispatched in all (computed or cancelled, re-planned work included)."""
     t_plan: float
     t_encode: float
     t_compute: float
@@ -50,6 +51,23 @@ class StepReport:
     """The plan's computation time ``c_int`` (MATH.md §1 units)."""
     backups: int = 0
     """Backup copies launched (speculative execution only)."""
+    products: int = 0
+    """Row-column products dispatched to workers (computed or cancelled, re-planned work and
+    backups included)."""
+    wasted_products: int = 0
+    """Products whose results were not used (cancelled, or arrived after their output decoded)."""
+    useful_products: int = 0
+    """Products of the plain product (``A @ B``; hetero: ``sum_m A_m @ B_m``)."""
+    redesign: str | None = None
+    """Why the storage was re-encoded before this step (unified), or ``None``."""
+    extra: dict = field(default_factory=dict, repr=False)
+    """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
+    ``t*``, rescued masters)."""
+
+    @property
+    def redundancy(self) -> float:
+        """Products dispatched over those of the plain product."""
+        return self.products / self.useful_products if self.useful_products else 0.0
 
     @property
     def overhead_s(self) -> float:
@@ -60,8 +78,9 @@ class StepReport:
         d = asdict(self)
         d.pop("plan")
         d["decoded_by"] = {str(k): list(v) for k, v in self.decoded_by.items()}
-        d["groups"] = len(self.plan.groups)
+        d["groups"] = len(getattr(self.plan, "groups", ()))
         d["overhead_s"] = self.overhead_s
+        d["redundancy"] = self.redundancy
         return d
 
 
@@ -84,6 +103,10 @@ def summarize(reports) -> dict:
         "leaves": int(sum(len(r.left) for r in reports)),
         "recovered_pieces": int(sum(len(r.recovered_pieces) for r in reports)),
         "rows_moved": int(sum(r.rows_moved for r in reports)),
-        "wasted_fraction": float(sum(r.wasted_rows for r in reports)
-                                 / max(1, sum(r.total_rows for r in reports))),
+        "wasted_fraction": float(sum(r.wasted_products for r in reports)
+                                 / max(1, sum(r.products for r in reports))),
+        "products": int(sum(r.products for r in reports)),
+        "redundancy": float(sum(r.products for r in reports)
+                            / max(1, sum(r.useful_products for r in reports))),
+        "redesigns": int(sum(r.redesign is not None for r in reports)),
     }

@@ -1,10 +1,14 @@
-"""The worker actor: holds its uncoded rows ``Z_n`` of ``A`` and computes ``H_{g,n}`` (eq. 3).
+"""The worker actor, one class for every scheme: it holds row ranges of *sources* (``A``, or a
+coded matrix built from it) and multiplies them by a step's inputs (:class:`~elastic_coded.schemes.wire.Call`).
+
+For the unified framework it also keeps a Map result between the phases of a step and builds,
+receives and reduces coded-multicast packets with the pure functions of
+:mod:`elastic_coded.schemes.unified`.
 
 An async actor, so that a running step can be cancelled (``ray.cancel``) and a ping is answered
-while it computes.  For experiments on one machine it can emulate a speed: the work of a step is
-paced to ``work / speed * time_scale`` seconds, ``work`` being the products it computed over
-those of the whole ``A @ B`` (``rows * cols / (q * r)``), times a straggling factor; it can also pause or crash in the middle of a step.  All of it is driven by the arguments
-of :meth:`Worker.compute`, so scripts and seeds decide it, never the worker.
+while it computes.  Emulated speeds and scripted crashes are driven by the call's arguments
+(see :class:`~elastic_coded.schemes.wire.Call`), so scripts and seeds decide them, never the
+worker.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 import ray
 
 from ..algebra.fields import field as make_field
+from ..schemes.wire import Call, CallResult
 
 __all__ = ["Worker"]
 
@@ -25,113 +30,171 @@ __all__ = ["Worker"]
 class Worker:
     """One machine of the cluster."""
 
-    def __init__(self, machine_id: str, field_spec, speed: float = 1.0, time_scale: float = 0.0,
-                 num_rows: int = 1):
+    def __init__(self, machine_id: str, field_spec, speed: float = 1.0, time_scale: float = 0.0):
         self.id = machine_id
         self.F = make_field(field_spec)
         self.speed = float(speed)
         self.time_scale = float(time_scale)
-        self.num_rows = int(num_rows)
-        self.chunks: list[tuple[int, int, np.ndarray]] = []  # (start, stop, rows)
+        self.stores: dict[str, list[tuple[int, int, np.ndarray]]] = {}  # source -> chunks
+        self._kept: dict[int, np.ndarray] = {}     # step -> Map result (unified)
+        self._got: dict[int, dict] = {}            # step -> values received (unified)
 
     async def ping(self) -> dict:
         return {"id": self.id, "node": ray.get_runtime_context().get_node_id(),
                 "rows": self.stored_rows()}
 
-    def stored_rows(self) -> int:
-        return sum(b - a for a, b, _ in self.chunks)
+    def stored_rows(self, source: str | None = None) -> int:
+        srcs = self.stores if source is None else {source: self.stores.get(source, [])}
+        return sum(b - a for chunks in srcs.values() for a, b, _ in chunks)
 
     # -- storage ---------------------------------------------------------------------------
-    async def store_chunks(self, ranges, chunk_starts, *chunks) -> int:
-        """Keep rows ``ranges`` (list of ``(start, stop)``) cut from the row chunks of ``A``
-        (``chunks[i]`` holds rows ``chunk_starts[i]..``).  Returns rows now stored."""
+    async def store_chunks(self, source: str, ranges, chunk_starts, *chunks) -> int:
+        """Keep rows ``ranges`` (``[(start, stop), ...]``) of ``source``, cut from its row
+        chunks (``chunks[i]`` holds rows ``chunk_starts[i]..``).  Returns rows now stored."""
         for a, b in ranges:
             parts = []
             for s0, ch in zip(chunk_starts, chunks):
-                s1 = s0 + ch.shape[0]
-                lo, hi = max(a, s0), min(b, s1)
+                lo, hi = max(a, s0), min(b, s0 + ch.shape[0])
                 if lo < hi:
                     parts.append(np.asarray(ch[lo - s0:hi - s0]))
             rows = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0], copy=True)
             if rows.shape[0] != b - a:
-                raise ValueError(f"store: rows {a}:{b} not covered by the chunks sent")
-            self.chunks.append((a, b, self.F.asarray(rows, "A")))
-        self._merge()
-        return self.stored_rows()
+                raise ValueError(f"store: rows {a}:{b} of {source} not covered by the chunks sent")
+            self.stores.setdefault(source, []).append((a, b, self.F.asarray(rows, "A")))
+        self._merge(source)
+        return self.stored_rows(source)
 
-    async def store_npy(self, ranges, path: str) -> int:
-        """Keep rows ``ranges`` read from the ``.npy`` file at ``path`` (memory-mapped)."""
+    async def store_npy(self, source: str, ranges, path: str) -> int:
+        """Keep rows ``ranges`` of ``A`` read from the ``.npy`` file at ``path`` (memory-mapped)."""
         A = np.load(path, mmap_mode="r")
         for a, b in ranges:
-            self.chunks.append((a, b, self.F.asarray(np.array(A[a:b]), "A")))
-        self._merge()
-        return self.stored_rows()
+            self.stores.setdefault(source, []).append((a, b, self.F.asarray(np.array(A[a:b]), "A")))
+        self._merge(source)
+        return self.stored_rows(source)
 
-    def _merge(self) -> None:
+    def _merge(self, source: str) -> None:
         """Keep chunks sorted, disjoint and maximal, so any stored row range is one slice."""
         out: list[tuple[int, int, np.ndarray]] = []
-        for a, b, arr in sorted(self.chunks, key=lambda c: c[0]):
+        for a, b, arr in sorted(self.stores.get(source, []), key=lambda c: c[0]):
             if out and a <= out[-1][1]:
                 pa, pb, parr = out[-1]
                 if b > pb:
                     out[-1] = (pa, b, np.concatenate([parr, arr[pb - a:]]))
             else:
                 out.append((a, b, arr))
-        self.chunks = out
+        self.stores[source] = out
 
-    async def keep_only(self, ranges) -> int:
-        """Forget every stored row outside ``ranges``."""
+    async def keep_only(self, source: str, ranges) -> int:
+        """Forget every stored row of ``source`` outside ``ranges`` (all of it when empty)."""
         keep = []
-        for a, b, arr in self.chunks:
+        for a, b, arr in self.stores.get(source, []):
             for c, d in ranges:
                 lo, hi = max(a, c), min(b, d)
                 if lo < hi:
                     keep.append((lo, hi, arr[lo - a:hi - a].copy()))
-        self.chunks = keep
-        self._merge()  # adjacent kept ranges become one slice again
-        return self.stored_rows()
+        self.stores[source] = keep
+        self._merge(source)  # adjacent kept ranges become one slice again
+        if not self.stores[source]:
+            del self.stores[source]
+        return self.stored_rows(source)
 
-    def _rows(self, rows) -> np.ndarray:
+    async def drop_sources(self, keep: tuple) -> None:
+        """Forget every source not named in ``keep`` (a redesigned coded storage)."""
+        for s in [s for s in self.stores if s not in keep]:
+            del self.stores[s]
+
+    def _rows(self, source: str, rows) -> np.ndarray:
         a, b = rows
-        for s0, s1, arr in self.chunks:
+        for s0, s1, arr in self.stores.get(source, []):
             if s0 <= a and b <= s1:
                 return arr[a - s0:b - s0]
-        raise KeyError(f"machine {self.id} does not store rows {a}:{b}")
+        raise KeyError(f"machine {self.id} does not store rows {a}:{b} of {source}")
+
+    def _gather_rows(self, source: str, rows) -> np.ndarray:
+        """Rows ``rows`` = ``[(start, stop), ...]`` of ``source`` stacked in order."""
+        parts = [self._rows(source, r) for r in rows]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     # -- compute -------------------------------------------------------------------------------
-    async def compute(self, step: int, tasks, total_cols: int, slow: float = 1.0,
-                      pause: float = 0.0, crash_at: float | None = None, *coded) -> dict:
-        """Compute ``tasks`` = ``[(piece, arg, (start, stop), cols), ...]`` on ``coded[arg]``;
-        ``total_cols`` is ``r``, the column count of the step's whole ``B``.
-
-        Returns ``{"machine", "step", "results": [H per task, in order], "rows", "work",
-        "compute_s", "elapsed_s"}``.  ``crash_at`` in [0, 1]: exit the process after that fraction of the
-        paced time.
-        """
+    async def compute(self, call: Call, *inputs) -> CallResult:
+        """Run ``call.tasks`` on ``inputs`` (see :class:`~elastic_coded.schemes.wire.Call`)."""
         t0 = time.perf_counter()
         results = []
-        rows_done = 0
-        products = 0
-        for piece, arg, rows, cols in tasks:
-            A_rows = self._rows(rows)
-            Bt = coded[arg] if cols is None else coded[arg][:, cols[0]:cols[1]]
-            results.append(await asyncio.to_thread(self.F.matmul, A_rows, Bt))
-            rows_done += rows[1] - rows[0]
-            products += (rows[1] - rows[0]) * Bt.shape[1]
+        rows_done = products = 0
+        for t in call.tasks:
+            A_rows = self._rows(t.source, t.rows)
+            X = inputs[t.arg] if t.cols is None else inputs[t.arg][:, t.cols[0]:t.cols[1]]
+            results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
+            rows_done += t.rows[1] - t.rows[0]
+            products += (t.rows[1] - t.rows[0]) * X.shape[1]
         compute_s = time.perf_counter() - t0
-        work = products / (self.num_rows * max(1, total_cols))
-        if self.time_scale > 0:
-            target = work / self.speed * self.time_scale * slow + pause
+        work = products / max(1, call.total_products)
+        if call.pace_s is not None:
+            target = call.pace_s
+        elif self.time_scale > 0:
+            target = work / self.speed * self.time_scale * call.slow
         else:
-            target = compute_s * slow + pause
-        if crash_at is not None:
+            target = compute_s * call.slow
+        if call.crash_at is not None:
             try:
-                await asyncio.sleep(max(0.0, target * crash_at - (time.perf_counter() - t0)))
+                await asyncio.sleep(max(0.0, target * call.crash_at - (time.perf_counter() - t0)))
             finally:  # a scripted crash happens even if the step no longer needs this result
                 os._exit(1)
         await asyncio.sleep(max(0.0, target - (time.perf_counter() - t0)))
-        return {"machine": self.id, "step": step, "results": results, "rows": rows_done,
-                "work": work, "compute_s": compute_s, "elapsed_s": time.perf_counter() - t0}
+        if call.keep:
+            self._forget_other_steps(call.step)
+            self._kept[call.step] = (np.concatenate(results, axis=0) if len(results) > 1
+                                     else results[0])
+            results = []
+        return CallResult(self.id, call.step, tuple(results), rows_done, products, work,
+                          compute_s, time.perf_counter() - t0, time.time())
+
+    # -- unified framework: exchange phases (MATH.md §2) ---------------------------------------
+    def _forget_other_steps(self, step: int) -> None:
+        for state in (self._kept, self._got):
+            for s in [s for s in state if s != step]:
+                del state[s]
+
+    def _kept_map(self, step: int) -> np.ndarray:
+        try:
+            return self._kept[step]
+        except KeyError:
+            raise RuntimeError(f"machine {self.id}: no Map result for step {step}") from None
+
+    async def shuffle_send(self, step: int, design, plan, k: int) -> list:
+        """Build and put (once each) the packets server ``k`` (this machine) sends in ``plan``.
+        Returns ``[(transmission index, ObjectRef, values in the packet), ...]``."""
+        from ..schemes.unified import encode_packet
+
+        own = self._kept_map(step)
+        self._got[step] = {}
+        out = []
+        for i, t in enumerate(plan.transmissions):
+            if t.sender == k:
+                packet = encode_packet(design, t, own)
+                out.append((i, ray.put(packet), int(np.asarray(packet).size)))
+        return out
+
+    async def shuffle_receive(self, step: int, design, plan, k: int, packets: list) -> int:
+        """Fetch the packets ``[(transmission index, ObjectRef), ...]`` meant for server ``k``
+        and decode them.  Returns the number of values recovered."""
+        from ..schemes.unified import receive_packet
+
+        own = self._kept_map(step)
+        arrays = await asyncio.gather(*[ref for _, ref in packets])
+        got = self._got.setdefault(step, {})
+        return sum(receive_packet(design, plan.transmissions[i], k, packet, own, got)
+                   for (i, _), packet in zip(packets, arrays))
+
+    async def reduce(self, step: int, design, plan, k: int):
+        """Server ``k``'s Reduce: ``(outputs, m x len(outputs) values)``; forgets the step."""
+        from ..schemes.unified import reduce_server
+
+        own = self._kept_map(step)
+        Y = await asyncio.to_thread(reduce_server, design, plan, k, own, self._got.get(step, {}))
+        self._kept.pop(step, None)
+        self._got.pop(step, None)
+        return plan.outputs_of(k), Y
 
     async def exit(self) -> None:
         """Graceful departure."""

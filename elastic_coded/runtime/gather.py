@@ -1,0 +1,156 @@
+"""The one gather loop every scheme's step runs: dispatch :class:`~elastic_coded.schemes.wire.Call`
+s, feed results into the scheme's collector as they arrive (``ray.wait``), re-dispatch the work
+of machines that die, launch backups when a rule says so, stop as soon as the collector is
+complete, and cancel the rest.  It keeps the accounting the step report needs: who straggled,
+which machines failed, the products dispatched and wasted, and measured speeds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+import ray
+
+from ..schemes.wire import Call, CallResult
+
+__all__ = ["Gather", "QuorumCollector"]
+
+
+class QuorumCollector:
+    """Complete once ``need`` calls have finished (unified's Map: the fastest ``q``)."""
+
+    def __init__(self, need: int):
+        self.need = need
+        self.finished: list[CallResult] = []
+
+    @property
+    def done(self) -> bool:
+        return len(self.finished) >= self.need
+
+    def needs(self, task) -> bool:
+        return not self.done
+
+    def add_call(self, out: CallResult) -> bool:
+        if self.done:
+            return False
+        self.finished.append(out)
+        return True
+
+
+@dataclass
+class Gather:
+    """One step's calls in flight (see the module docstring).
+
+    ``inputs``: the ObjectRefs passed beside each call (by ``arg`` index).  ``handles``:
+    ``{machine: actor handle}``.  ``on_lost(machine, call)`` returns ``[(machine, handle,
+    Call), ...]`` to dispatch instead of a dead machine's call; ``backup(now)`` (optional) is
+    asked, when ``next_backup_s`` elapses with nothing arriving, for calls to launch."""
+
+    inputs: list
+    handles: dict
+    collector: object
+    on_lost: Callable
+    backup: Callable | None = None
+    pending: dict = field(default_factory=dict)
+    failed: list = field(default_factory=list)
+    finished: dict = field(default_factory=dict)
+    products: int = 0
+    wasted: int = 0
+    rows_dispatched: int = 0
+    slowest: float = 0.0
+    done_times: list = field(default_factory=list)
+    backups: int = 0
+    t_last: float = 0.0
+    useful_machines: set = field(default_factory=set)
+    cols_of: dict = field(default_factory=dict)
+    """Columns of each input (by ``arg``), for counting products."""
+    speculated: set = field(default_factory=set)
+
+    def dispatch(self, machine, handle, call: Call):
+        """Send ``call`` with only the inputs its tasks use (their ``arg`` renumbered)."""
+        h = handle if handle is not None else self.handles[machine]
+        used = sorted({t.arg for t in call.tasks})
+        arg = {a: i for i, a in enumerate(used)}
+        sent = replace(call, tasks=tuple(replace(t, arg=arg[t.arg]) for t in call.tasks))
+        ref = h.compute.remote(sent, *[self.inputs[a] for a in used])
+        self.pending[ref] = (machine, call, time.perf_counter())
+        for t in call.tasks:
+            cols = self._cols(t)
+            self.products += t.num_rows * cols
+            self.rows_dispatched += t.num_rows
+        return ref
+
+    def _cols(self, t) -> int:
+        return (t.cols[1] - t.cols[0]) if t.cols is not None else self.cols_of[t.arg]
+
+    def run(self, next_backup_s: Callable | None = None) -> None:
+        """Gather until the collector is complete (raises if results run out first)."""
+        self.t_last = time.perf_counter()
+        c = self.collector
+        try:
+            while not c.done:
+                if not self.pending:
+                    raise RuntimeError("step: results ran out before every output decoded")
+                timeout = next_backup_s() if next_backup_s is not None else None
+                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+                if not ready:
+                    for m, h, call in self.backup(time.perf_counter()):
+                        self.dispatch(m, h, call)
+                        self.backups += 1
+                    continue
+                self._take(ready[0])
+        finally:
+            for r in self.pending:
+                ray.cancel(r)
+
+    def _take(self, r) -> None:
+        machine, call, t_sent = self.pending.pop(r)
+        try:
+            out: CallResult = ray.get(r)
+        except ray.exceptions.RayActorError:
+            self.failed.append(machine)
+            for m2, h2, call2 in self.on_lost(machine, call):
+                self.dispatch(m2, h2, call2)
+            return
+        self.done_times.append(time.perf_counter() - t_sent)
+        self.finished.setdefault(machine, out)
+        c = self.collector
+        if hasattr(c, "add_call"):
+            useful = c.add_call(out)
+        else:
+            useful = False
+            for task, H in zip(call.tasks, out.results):
+                useful |= c.add(machine, task, H)
+        if useful:
+            self.useful_machines.add(machine)
+            self.slowest = max(self.slowest, out.elapsed_s)
+            self.t_last = time.perf_counter()
+        else:
+            self.wasted += out.products
+
+    def stragglers(self) -> tuple:
+        return tuple(sorted({m for m, _, _ in self.pending.values()}, key=str))
+
+    def leftover_products(self) -> int:
+        return sum(t.num_rows * self._cols(t) for _, call, _ in self.pending.values()
+                   for t in call.tasks)
+
+    def measured_speeds(self, total_products: int, scale: float) -> dict:
+        """``{machine: (speed, 'value' | 'upper')}``: measured where a result came back, an
+        upper bound where the call was cancelled (work in units of the step's products)."""
+        out = {}
+        for m, o in self.finished.items():
+            if o.work > 0 and o.elapsed_s > 0:
+                out[m] = (o.work * scale / o.elapsed_s, "value")
+        now = time.perf_counter()
+        for m, call, t_sent in self.pending.values():
+            work = sum(t.num_rows * self._cols(t) for t in call.tasks) / max(1, total_products)
+            if work > 0:
+                out[m] = (work * scale / max(1e-9, now - t_sent), "upper")
+        return out
+
+    def median_done(self) -> float | None:
+        return float(np.median(self.done_times)) if self.done_times else None

@@ -1,0 +1,221 @@
+"""Storage keepers: how the controller keeps each scheme's storage for the machines present.
+
+One small class per storage family, each a thin adapter over the scheme's pure functions
+(:mod:`elastic_coded.schemes.usctec`, :mod:`elastic_coded.schemes.policies.hetero`,
+:mod:`elastic_coded.schemes.policies.unified`).  All three answer the same calls from the
+controller: ``start`` (first storage), ``join`` (a machine came), ``repair`` (before a step, for
+the machines present), ``plan`` (the step's plan) and ``recover`` (work lost to a crash
+mid-step).  Moves are ``[(source, start, stop, machine), ...]``; the controller sends them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..schemes.plan import PlanError
+from ..schemes.policies import hetero as het
+from ..schemes.policies import unified as uni
+from ..schemes.registry import get_policy
+from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
+                              repair_placement, validate)
+
+__all__ = ["UsctecKeeper", "HeteroKeeper", "UnifiedKeeper", "make_keeper"]
+
+log = logging.getLogger(__name__)
+
+
+class UsctecKeeper:
+    """Uncoded rows of ``A`` (source ``"A"``) on every machine, within its budget (MATH.md §1)."""
+
+    family = "usctec"
+
+    def __init__(self, ctrl, placement_kind: str):
+        self.c = ctrl
+        self.kind = placement_kind
+        self.placement = None
+
+    def sources(self) -> tuple:
+        return ("A",)
+
+    def start(self, specs) -> list:
+        c = self.c
+        ids = [s.id for s in specs]
+        budgets = [s.storage for s in specs]
+        if self.kind == "cyclic":
+            self.placement = cyclic_placement(
+                c.q, ids, c.L, c.S, budgets=None if all(b >= 1 for b in budgets) else budgets)
+        else:
+            model = SpeedModel(tuple(s.speed for s in specs), straggle_prob=0.1,
+                               straggle_factor=5.0)
+            self.placement = design_placement(c.q, ids, budgets, model, c.L, c.S, samples=16,
+                                              seed=c.seed)
+        return [("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)]
+
+    def join(self, spec) -> list:
+        self.placement, moved = extend_placement(self.placement, spec.id, spec.storage)
+        return [("A", a, b, m) for a, b, m in moved]
+
+    def forget(self, machine) -> None:
+        """A machine left; the placement still names it until the next repair."""
+
+    def repair(self, S: int) -> tuple[list, dict]:
+        c = self.c
+        present = list(c.members)
+        budgets = {m: c.members[m].spec.storage for m in present}
+        before = {m: self.placement.stored_rows(m) for m in present}
+        self.placement, moved = repair_placement(self.placement, present, c.L, S, budgets)
+        got = {}
+        for a, b, m in moved:
+            got[m] = got.get(m, 0) + b - a
+        shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in present
+                  if self.placement.stored_rows(m) < before[m] + got.get(m, 0)}
+        return [("A", a, b, m) for a, b, m in moved], shrink
+
+    def plan(self, policy: str, present: list, speeds: dict, S: int, request):
+        sp = tuple(speeds[m] for m in present)
+        plan = get_policy(policy)(self.placement, present, sp, self.c.L, S)
+        validate(plan, self.placement)
+        return plan
+
+    def holders(self, rows: tuple) -> list:
+        """``rows`` cut at block boundaries: ``[(start, stop, [present holders]), ...]``,
+        merging neighbours that share a present holder."""
+        out: list = []
+        present = self.c.members
+        for blk in self.placement.blocks:
+            a, b = max(blk.start, rows[0]), min(blk.stop, rows[1])
+            if a >= b:
+                continue
+            hs = [m for m in blk.holders if m in present]
+            if out and out[-1][1] == a and set(out[-1][2]) & set(hs):
+                keep = [m for m in out[-1][2] if m in hs]
+                out[-1] = (out[-1][0], b, keep)
+            else:
+                out.append((a, b, hs))
+        return out
+
+    def state_key(self):
+        return self.placement
+
+
+class HeteroKeeper:
+    """Coded rows of every master (sources ``C{m}``), re-planned when the machines change."""
+
+    family = "hetero"
+
+    def __init__(self, ctrl, opts: het.HeteroOptions, L: tuple, field_order):
+        self.c, self.opts, self.Lm = ctrl, opts, L
+        self.caps = het.capacities(opts, L, field_order)
+        self.storage: het.HeteroStorage | None = None
+        self.explicit: dict = {}
+        self._fresh: set = set()
+        self._dirty = True
+
+    def sources(self) -> tuple:
+        return tuple(het.source_name(m) for m in range(len(self.Lm)))
+
+    def _replan(self) -> tuple[list, dict]:
+        c = self.c
+        present = list(c.members)
+        speeds = {m: c.members[m].speed_est for m in present}
+        self.storage, moves, shrink = het.plan_storage(
+            self.opts, self.Lm, present, speeds, self.storage, self.explicit, self.caps,
+            seed=c.seed, fresh=self._fresh)
+        self._fresh = set()
+        self._dirty = False
+        return moves, shrink
+
+    def start(self, specs) -> list:
+        self.explicit = het.explicit_columns(self.opts, len(self.Lm), tuple(s.id for s in specs))
+        moves, _ = self._replan()
+        return moves
+
+    def join(self, spec) -> list:
+        self._fresh.add(spec.id)
+        self._dirty = True
+        return []  # stored at the next repair, with the plan that includes it
+
+    def forget(self, machine) -> None:
+        self._dirty = True
+
+    def repair(self, S: int) -> tuple[list, dict]:
+        if not self._dirty and set(self.storage.machines) == set(self.c.members):
+            return [], {}
+        return self._replan()
+
+    def plan(self, policy: str, present: list, speeds: dict, S: int, request):
+        het.check_decodable(self.storage, present)
+        rng = np.random.default_rng([self.c.seed, int(request.step)])
+        return het.step_plan(self.storage, rng)
+
+    def state_key(self):
+        return None  # plans are drawn per step
+
+
+class UnifiedKeeper:
+    """Coded batches (source ``U{version}``), re-encoded when the code can no longer cover."""
+
+    family = "unified"
+
+    def __init__(self, ctrl, opts: uni.UnifiedOptions, field):
+        self.c, self.opts, self.F = ctrl, opts, field
+        self.storage: uni.UnifiedStorage | None = None
+        self.N = opts.N or opts.q
+        self.values_moved = 0
+        self.redesigns: list = []
+
+    def sources(self) -> tuple:
+        return () if self.storage is None else (self.storage.source,)
+
+    def _redesign(self, N: int) -> list:
+        st, new = uni.plan_storage(self.opts, self.c.q, list(self.c.members), self.storage, N,
+                                   self.F)
+        if not new:
+            return []
+        old = self.storage
+        self.storage = st
+        A = self.c.read_source("A")
+        self.c.put_source(st.source, uni.coded_matrix(st, A))
+        if old is not None:
+            self.c.drop_source(old.source)
+            self.redesigns.append(st.reason)
+            log.info("unified: re-encoded for K=%d (%s)", st.design.K, st.reason)
+        rows, values = uni.values_moved(st, A.shape[1])
+        self.values_moved += values
+        return [(st.source, a, b, mach) for mach, rs in uni.store_orders(st).items()
+                for a, b in rs]
+
+    def start(self, specs) -> list:
+        return self._redesign(self.N)
+
+    def join(self, spec) -> list:
+        return []
+
+    def forget(self, machine) -> None:
+        pass
+
+    def repair(self, S: int, N: int | None = None) -> tuple[list, dict]:
+        return self._redesign(self.N if N is None else N), {}
+
+    def plan(self, policy: str, present: list, speeds: dict, S: int, request):
+        st = self.storage
+        live = st.live(present)
+        if len(live) < st.q:
+            raise PlanError(f"machines: {len(live)} servers of the design are present, fewer "
+                            f"than q = {st.q}")
+        return st
+
+    def state_key(self):
+        return None
+
+
+def make_keeper(ctrl, family: str, options, placement_kind: str, L_masters, field):
+    if family == "usctec":
+        return UsctecKeeper(ctrl, placement_kind)
+    if family == "hetero":
+        return HeteroKeeper(ctrl, options, L_masters, getattr(field, "order", None))
+    if family == "unified":
+        return UnifiedKeeper(ctrl, options, field)
+    raise ValueError(f"family: unknown storage family {family!r}")

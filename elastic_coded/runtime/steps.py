@@ -1,0 +1,259 @@
+"""One step of each storage family on the one runtime: encode the inputs, dispatch the plan's
+calls, gather through :class:`~.gather.Gather` into the scheme's collector, decode.
+
+* :func:`run_lagrange` (USCTEC and its baselines, MATH.md §1): Lagrange-coded inputs, every
+  piece decoded from its first ``L`` positions; the work of a machine that dies is re-planned on
+  live holders of its rows; ``speculative`` launches backup copies.
+* :func:`run_hetero` (MATH.md §3): every master decodes from its first ``L_m`` coded rows; rows
+  lost to a crash, or missing from a probabilistic draw, are topped up from other holders.
+* :func:`run_unified` (MATH.md §2): Map on every live server, the fastest ``q`` go on to the
+  coded-multicast Shuffle (server to server, by reference) and the Reduce.
+
+Each returns the product and a :class:`Outcome` the driver turns into the step report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import ray
+
+from ..algebra.lagrange import lagrange_code
+from ..schemes.policies import hetero as het
+from ..schemes.policies import unified as uni
+from ..schemes.policies.collect import LagrangeCollector, MDSCollector
+from ..schemes.reference import assemble
+from ..schemes.registry import SPECULATION
+from ..schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
+from ..schemes.wire import Call, TaskSpec
+from .gather import Gather, QuorumCollector
+
+__all__ = ["Outcome", "run_lagrange", "run_hetero", "run_unified"]
+
+
+@dataclass
+class Outcome:
+    """What a step did, for the report."""
+
+    gather: Gather
+    t_encode: float
+    t_decode: float
+    total_products: int
+    decoded_by: dict
+    recovered: tuple = ()
+    extra: dict = field(default_factory=dict)
+
+
+def _crash(m, ev) -> float | None:
+    return 0.5 if m in ev.crash else None
+
+
+def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
+    """USCTEC-family step (see the module docstring)."""
+    plan = prep.plan
+    t1 = time.perf_counter()
+    code = lagrange_code(cl.F, plan.L, plan.S)
+    coded = code.encode(B)
+    refs = [ray.put(coded[p]) for p in range(plan.K)]
+    t2 = time.perf_counter()
+    total = plan.num_rows * B.shape[1]
+    step = cl._step
+    col = LagrangeCollector(plan, code)
+    recovered: set = set()
+
+    def on_lost(machine, call):
+        lost = [t for t in call.tasks if col.needs(t)]
+        if not lost:
+            ray.get(cl.controller.mark_dead.remote([machine]))
+            return []
+        recovered.update(t.piece for t in lost)
+        assign = ray.get(cl.controller.recover.remote(lost, [machine], plan.S))
+        return [(m2, h2, Call(step, tuple(ts2), total)) for m2, (h2, ts2) in assign.items()]
+
+    g = Gather(refs, cl._handles, col, on_lost)
+    g.cols_of = {p: coded.shape[2] for p in range(plan.K)}
+    for m, ts in plan.tasks().items():
+        specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
+        g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
+                                 crash_at=_crash(m, ev)))
+    spec = SPECULATION.get(policy)
+    if spec:
+        holders = ray.get(cl.controller.holders_of.remote(plan))
+        g.backup = _speculator(g, spec, holders, col, step, total)
+        g.run(lambda: _backup_timeout(g, spec))
+    else:
+        g.run()
+    td = time.perf_counter()
+    Y = assemble(plan, col.decoded, coded.shape[2], cl.F.dtype)
+    return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
+                      tuple(sorted(recovered)))
+
+
+def _backup_timeout(g: Gather, factor: float) -> float | None:
+    med = g.median_done()
+    if med is None:
+        return None
+    due = [t for r, (_, _, t) in g.pending.items() if r not in g.speculated]
+    if not due:
+        return None
+    return max(0.0, min(due) + factor * med - time.perf_counter())
+
+
+def _speculator(g: Gather, factor: float, holders: dict, col, step: int, total: int):
+    """Backup copies (Spark's speculation): a call running longer than ``factor`` times the
+    median completed call gets a copy of each of its tasks on the least busy other holder."""
+    g.speculated = set()
+
+    def backup(now: float) -> list:
+        limit = factor * (g.median_done() or 0.0)
+        busy: dict = {}
+        for m, _, _ in g.pending.values():
+            busy[m] = busy.get(m, 0) + 1
+        out = []
+        for r, (m, call, t_sent) in list(g.pending.items()):
+            if r in g.speculated or now - t_sent < limit:
+                continue
+            g.speculated.add(r)
+            for task in call.tasks:
+                others = [h for h in holders.get(task.piece, []) if h != m]
+                if not col.needs(task) or not others:
+                    continue
+                target = min(others, key=lambda h: (busy.get(h, 0), h))
+                busy[target] = busy.get(target, 0) + 1
+                out.append((target, None, Call(step, (task,), total)))
+        return out
+
+    return backup
+
+
+# -- heterogeneous masters -----------------------------------------------------------------------
+
+def run_hetero(cl, xs: list, ev, prep):
+    """Heterogeneous-masters step (see the module docstring)."""
+    plan: het.HeteroStepPlan = prep.plan
+    t1 = time.perf_counter()
+    refs = [ray.put(x) for x in xs]
+    t2 = time.perf_counter()
+    step, ts = cl._step, cl.time_scale
+    total = sum(Lm * x.shape[1] for Lm, x in zip(plan.L, xs))
+    col = MDSCollector(plan.L, cl._codes)
+    dead: set = set()
+    rescued: set = set()
+    state = {"st": plan.storage}
+    g = Gather(refs, cl._handles, col, lambda m, c: [])
+    g.cols_of = {m: x.shape[1] for m, x in enumerate(xs)}
+
+    def top_up(m: int) -> None:
+        """Dispatch more of master ``m``'s coded rows until ``L_m`` are received or in flight."""
+        st = state["st"]
+        inflight = {t.rows[0] + i for _, c, _ in g.pending.values() for t in c.tasks
+                    if t.piece == m for i in range(t.num_rows)}
+        have = col.have(m) | inflight
+        need = plan.L[m] - len(have)
+        busy = {mm for mm, _, _ in g.pending.values()}
+        order = sorted((n for n in st.holders(m) if n not in dead and n in cl._handles),
+                       key=lambda n: (n in busy, het.expected_time(st, m, n), str(n)))
+        for n in order:
+            if need <= 0:
+                return
+            rows = [(a, b) for a, b in st.rows_of(m, n) if not set(range(a, b)) <= have]
+            if not rows:
+                continue
+            tasks = tuple(TaskSpec(het.source_name(m), r, m, None, m, r[0]) for r in rows)
+            pace = het.expected_time(st, m, n) * ts if ts > 0 else None
+            g.dispatch(n, None, Call(step, tasks, total, pace_s=pace))
+            rescued.add(m)
+            need -= sum(b - a for a, b in rows)
+            have |= {i for a, b in rows for i in range(a, b)}
+        if need > 0:
+            raise RuntimeError(f"step {step}: master {m} cannot decode: {plan.L[m] - need} of "
+                               f"its L_m = {plan.L[m]} coded rows are received or in flight and "
+                               f"no other live machine holds its rows")
+
+    def on_lost(machine, call):
+        dead.add(machine)
+        ray.get(cl.controller.mark_dead.remote([machine]))
+        st, handles = ray.get(cl.controller.hetero_storage.remote())
+        state["st"] = st
+        cl._handles.update(handles)
+        for m in sorted({t.piece for t in call.tasks if col.needs(t)}):
+            top_up(m)
+        return []
+
+    g.on_lost = on_lost
+    for n, m in plan.serve.items():
+        slow = float(ev.slow.get(n, 1.0))
+        pace = plan.pace[n] * ts * slow if ts > 0 else None
+        g.dispatch(n, None, Call(step, plan.tasks_for(n, m), total, slow, pace,
+                                 crash_at=_crash(n, ev)))
+    for m in range(len(plan.L)):
+        top_up(m)
+    g.run()
+    td = time.perf_counter()
+    Y = [col.decoded[m] for m in range(len(plan.L))]
+    extra = {"serve": dict(plan.serve), "t_star": plan.t_star, "rescued": tuple(sorted(rescued)),
+             "assignment": plan.storage.assignment.method}
+    return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
+                      tuple(sorted(rescued)), extra)
+
+
+# -- unified coding framework --------------------------------------------------------------------
+
+def run_unified(cl, X: np.ndarray, ev, prep):
+    """Unified-framework step (see the module docstring)."""
+    st: uni.UnifiedStorage = prep.plan
+    d = st.design
+    step, ts, N = cl._step, cl.time_scale, X.shape[1]
+    t1 = time.perf_counter()
+    refs = [ray.put(X)]
+    t2 = time.perf_counter()
+    total = d.m * N
+    lat = uni.map_latencies(st, N, np.random.default_rng([cl.seed, step]))
+    col = QuorumCollector(d.q)
+    g = Gather(refs, cl._handles, col, lambda m, c: [])
+    g.cols_of = {0: N}
+    server_of = {mach: k for k, mach in enumerate(st.servers)}
+    for k in st.live(cl._handles):
+        mach = st.servers[k]
+        slow = float(ev.slow.get(mach, 1.0))
+        pace = (lat[k] * ts * slow / prep.emulated.get(mach, 1.0)) if ts > 0 else None
+        g.dispatch(mach, None, Call(step, uni.map_tasks(st, k), total, slow, pace,
+                                    _crash(mach, ev), keep=True))
+    g.run()
+    t_map = time.perf_counter()
+    Q = tuple(sorted(server_of[o.machine] for o in col.finished[:d.q]))
+    plan = cl._shuffle_plan(st, Q, N)
+    design_ref, plan_ref = cl._design_ref(st), ray.put(plan)
+    h = {k: cl._handles[st.servers[k]] for k in Q}
+    sent = ray.get([h[k].shuffle_send.remote(step, design_ref, plan_ref, k) for k in Q])
+    inbox: dict = {k: [] for k in Q}
+    values_sent = packets = 0
+    for lst in sent:
+        for i, ref, size in lst:
+            values_sent += size
+            packets += 1
+            for k in plan.transmissions[i].receivers:
+                inbox[k].append((i, ref))
+    ray.get([h[k].shuffle_receive.remote(step, design_ref, plan_ref, k, inbox[k]) for k in Q])
+    t_shuffle = time.perf_counter()
+    Y = cl.F.zeros((d.m, N))
+    for outs, vals in ray.get([h[k].reduce.remote(step, design_ref, plan_ref, k) for k in Q]):
+        Y[:, list(outs)] = vals
+    D, Lq = latency_load(d.K, d.mu, N, d.q)
+    extra = {"K": d.K, "q": d.q, "fastest": Q, "values_sent": values_sent, "packets": packets,
+             "load": values_sent / d.m, "L_theory": float(Lq), "D_theory": float(D),
+             "model_latency": float(np.partition(lat, d.q - 1)[d.q - 1]),
+             "map_s": t_map - t2, "shuffle_s": t_shuffle - t_map,
+             "reduce_s": time.perf_counter() - t_shuffle, "pad_rows": st.pad_rows,
+             "version": st.version}
+    used = {0: tuple(st.servers[k] for k in Q)}
+    return Y[:st.m], Outcome(g, t2 - t1, time.perf_counter() - t_shuffle, total, used, (), extra)
+
+
+def shuffle_for(st: uni.UnifiedStorage, Q: tuple, N: int):
+    plan = shuffle_plan(st.design, Q, N)
+    check_shuffle_plan(st.design, plan)
+    return plan
+

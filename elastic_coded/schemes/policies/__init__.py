@@ -1,0 +1,46 @@
+"""Every policy of the one runtime, by name, with its storage family and typed options.  Pure.
+
+A *family* is what the machines store: ``usctec`` (uncoded rows of ``A``; the policies
+``usctec``, ``cyclic``, ``uncoded`` and ``speculative`` plan over it and may be switched per
+step), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows per master, MATH.md §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Mapping
+
+from .hetero import HeteroOptions
+from .unified import UnifiedOptions
+
+__all__ = ["FAMILY", "POLICY_NAMES", "family_of", "parse_options", "HeteroOptions",
+           "UnifiedOptions"]
+
+FAMILY = {"usctec": "usctec", "cyclic": "usctec", "uncoded": "usctec", "speculative": "usctec",
+          "unified": "unified", "hetero": "hetero"}
+"""Policy name -> storage family."""
+
+POLICY_NAMES = tuple(sorted(FAMILY))
+
+_OPTIONS = {"unified": UnifiedOptions, "hetero": HeteroOptions}
+
+
+def family_of(policy) -> str:
+    """The storage family of ``policy``; an unknown name gets the known ones."""
+    try:
+        return FAMILY[policy]
+    except (KeyError, TypeError):
+        raise ValueError(f"policy: unknown policy {policy!r}; known: {list(POLICY_NAMES)}") from None
+
+
+def parse_options(policy: str, options: Mapping):
+    """The typed options of ``policy`` from keyword arguments (or a config mapping); an unknown
+    key is an error naming the known ones."""
+    fam = family_of(policy)
+    cls = _OPTIONS.get(fam)
+    known = [f.name for f in fields(cls)] if cls is not None else []
+    bad = sorted(set(options) - set(known))
+    if bad:
+        raise ValueError(f"options: {bad} are not options of policy {policy!r}; known: "
+                         f"{known or 'none'}")
+    return cls(**options) if cls is not None else None

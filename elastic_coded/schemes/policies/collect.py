@@ -1,0 +1,126 @@
+"""Completion rules and decoders: what the step driver feeds each result into.  Pure.
+
+* :class:`LagrangeCollector` (USCTEC and its baselines): piece ``M_{g,f}`` decodes from the
+  first ``L`` of its ``L+S`` positions (MATH.md §1); a task re-planned after a crash may come
+  back in row parts, which are joined first.
+* :class:`MDSCollector` (heterogeneous masters): master ``m`` decodes from any ``L_m`` distinct
+  coded rows of ``C{m}`` (MATH.md §3), systematic rows first.
+
+Both return the decoded outputs and who decoded them, and never decode from fewer results than
+the rule needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...algebra.mds import MDSCode
+from ..wire import TaskSpec
+
+__all__ = ["LagrangeCollector", "MDSCollector", "decode_mds"]
+
+
+class LagrangeCollector:
+    """Results of one USCTEC step, by piece and position."""
+
+    def __init__(self, plan, code):
+        self.plan, self.code = plan, code
+        self.results: dict[int, dict] = {pi: {} for pi in range(len(plan.pieces))}
+        self.partial: dict = {}
+        self.decoded: dict[int, np.ndarray] = {}
+        self.used_by: dict[int, tuple] = {}
+
+    @property
+    def done(self) -> bool:
+        return len(self.decoded) == len(self.plan.pieces)
+
+    def needs(self, task: TaskSpec) -> bool:
+        return task.piece not in self.decoded
+
+    def add(self, machine, task: TaskSpec, H) -> bool:
+        """File one result; returns whether it was useful (its piece not yet decoded)."""
+        pi = task.piece
+        if pi in self.decoded:
+            return False
+        group_rows = self.plan.groups[self.plan.pieces[pi].group].rows
+        H = self._whole(group_rows, pi, task.position, task.rows, H)
+        if H is None:  # a part of a re-planned task; the rest is still to come
+            return True
+        self.results[pi][task.position] = (machine, H)
+        if len(self.results[pi]) == self.plan.L:
+            got = self.results[pi]
+            self.decoded[pi] = self.code.decode({p: h for p, (_, h) in got.items()})
+            self.used_by[pi] = tuple(mm for mm, _ in got.values())
+        return True
+
+    def _whole(self, group_rows: tuple, piece: int, pos: int, rows: tuple, H):
+        """``H`` for the task's whole group, or ``None`` while parts of it are missing."""
+        if tuple(rows) == tuple(group_rows):
+            return H
+        parts = self.partial.setdefault((piece, pos), {})
+        parts[tuple(rows)] = H
+        at = group_rows[0]
+        for a, b in sorted(parts):
+            if a > at:
+                return None
+            at = max(at, b)
+        if at < group_rows[1]:
+            return None
+        return np.concatenate([parts[sp] for sp in sorted(parts)], axis=0)
+
+
+def decode_mds(code: MDSCode, got: dict) -> tuple[np.ndarray, tuple]:
+    """``A_m x_m`` from coded rows ``got = {index: (machine, value row)}`` (at least ``k``):
+    ``k`` of them, systematic rows first, then by index.  Returns the data and the machines
+    whose rows were used."""
+    idx = np.array(sorted(got), dtype=np.int64)
+    sel = idx[np.lexsort((idx, idx >= code.k))][:code.k]
+    used = tuple(sorted({got[int(i)][0] for i in sel}, key=str))
+    vals = np.stack([np.asarray(got[int(i)][1]) for i in sel])
+    F, G, L = code.field, code.generator, code.k
+    if not np.array_equal(G[:L], F.eye(L)):
+        return code.decode(sel, vals), used
+    # systematic: only the missing data rows U need solving, G[P, U] d_U = y_P - G[P, S] d_S
+    systematic = sel < L
+    out = F.zeros((L,) + vals.shape[1:])
+    S, P = sel[systematic], sel[~systematic]
+    out[S] = vals[systematic]
+    if P.size:
+        U = np.setdiff1d(np.arange(L), S)
+        rhs = vals[~systematic]
+        if S.size:
+            rhs = F.sub(rhs, F.matmul(G[np.ix_(P, S)], vals[systematic]))
+        out[U] = F.solve(G[np.ix_(P, U)], rhs)
+    return out, used
+
+
+class MDSCollector:
+    """Results of one heterogeneous-masters step, by master and coded row."""
+
+    def __init__(self, L: tuple, codes: tuple):
+        self.L, self.codes = L, codes
+        self.rows: list[dict] = [{} for _ in L]   # master -> {coded row: (machine, value row)}
+        self.decoded: dict[int, np.ndarray] = {}
+        self.used_by: dict[int, tuple] = {}
+
+    @property
+    def done(self) -> bool:
+        return len(self.decoded) == len(self.L)
+
+    def needs(self, task: TaskSpec) -> bool:
+        return task.piece not in self.decoded
+
+    def have(self, m: int) -> set:
+        return set(self.rows[m])
+
+    def add(self, machine, task: TaskSpec, H) -> bool:
+        m = task.piece
+        if m in self.decoded:
+            return False
+        got = self.rows[m]
+        for i, row in enumerate(np.asarray(H)):
+            got.setdefault(task.rows[0] + i, (machine, row))
+        if len(got) >= self.L[m]:
+            self.decoded[m], self.used_by[m] = decode_mds(self.codes[m], got)
+            got.clear()
+        return True

@@ -1,0 +1,82 @@
+"""What crosses an actor boundary: frozen dataclasses shared by the driver, the controller, the
+worker actors and the simulator.  Pure: no Ray.
+
+Every scheme asks the same three things of a machine: keep row ranges of a *source* (a matrix
+the driver can read rows of: ``A`` itself for USCTEC, the coded ``G_m A_m`` of master ``m`` for
+heterogeneous masters, the coded storage ``G A`` of the unified framework), multiply stored rows
+by a step's inputs, and (unified only) exchange coded-multicast packets built from a kept Map
+result.  A :class:`Call` carries one machine's work for one step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["TaskSpec", "Call", "CallResult", "StoreOrder"]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """``source[rows] @ inputs[arg][:, cols]`` for output ``piece`` at ``position``.
+
+    ``rows`` are global row indices of ``source`` (half-open); ``cols`` ``None`` means all the
+    input's columns."""
+
+    source: str
+    rows: tuple
+    arg: int
+    cols: tuple | None
+    piece: int
+    position: int
+
+    @property
+    def num_rows(self) -> int:
+        return self.rows[1] - self.rows[0]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One machine's work in one step.
+
+    ``tasks`` run in order on the inputs passed beside the call.  Pacing (emulation only):
+    ``pace_s`` is the call's duration in seconds when the policy's model fixes it (hetero and
+    unified draw latencies); otherwise, with ``time_scale > 0``, the worker takes
+    ``work / speed * time_scale * slow`` seconds, ``work`` being its products over
+    ``total_products``.  ``crash_at`` in [0, 1]: the process exits after that fraction of the
+    paced time (scripted crashes).  ``keep``: keep the result on the worker for a later
+    exchange (unified's Map) and return only the accounting."""
+
+    step: int
+    tasks: tuple
+    total_products: int
+    slow: float = 1.0
+    pace_s: float | None = None
+    crash_at: float | None = None
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What a worker returns for a :class:`Call`: one result per task (empty when ``keep``),
+    the rows and products it computed, its work (products over the step's total), and its
+    compute and elapsed times."""
+
+    machine: str
+    step: int
+    results: tuple = field(repr=False)
+    rows: int
+    products: int
+    work: float
+    compute_s: float
+    elapsed_s: float
+    finished: float = 0.0
+    """Wall clock (``time.time()``) when the call finished."""
+
+
+@dataclass(frozen=True)
+class StoreOrder:
+    """Rows ``ranges`` of ``source`` for one machine (``[(start, stop), ...]``)."""
+
+    source: str
+    ranges: tuple
+
