@@ -4,11 +4,11 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.algebra.lagrange import lagrange_code
-from elastic_coded.algebra.mds import mds_code
+from elastic_coded.algebra.mds import MDSCode, mds_code
 
 FIELDS = ["real", "gf(65521)", "gf(2147483647)", "gf(2^8)", "gf(2^16)"]
 
@@ -125,3 +125,121 @@ def test_mds_errors():
     code = mds_code("gf(7)", 4, 2)
     with pytest.raises(ValueError, match="distinct"):
         code.decode([1, 1], np.zeros((2, 1), np.int64))
+
+
+# ------------------------------------------------------------------------------------------------
+# MDSCode.decode_any: any >= k received rows, systematic ones preferred
+# ------------------------------------------------------------------------------------------------
+
+ANY_FIELDS = ["gf(65521)", "gf(2^8)", "real"]
+
+
+def _products(F, code, rng, inner=5, width=3):
+    """A (k x inner) MDS-coded by rows, times x: the coded products and the direct product."""
+    A = F.random((code.k, inner), rng)
+    x = F.random((inner, width), rng)
+    return F.matmul(code.encode(A), x), F.matmul(A, x)
+
+
+def _assert_decodes(F, got, want):
+    if F.exact:
+        assert np.array_equal(got, want)
+    else:
+        assert relative_error(got, want) <= 1e-9
+
+
+@pytest.mark.parametrize("spec", ANY_FIELDS)
+@settings(deadline=None)
+@given(k=st.integers(1, 10), extra=st.integers(0, 8), seed=st.integers(0, 2**31))
+def test_decode_any_random_subsets_match_the_direct_product(spec, k, extra, seed):
+    F = field(spec)
+    rng = np.random.default_rng(seed)
+    code = mds_code(F, k + extra, k, seed=seed % 1000)
+    products, want = _products(F, code, rng)
+    received = rng.permutation(k + extra)[:int(rng.integers(k, k + extra + 1))]  # any order
+    got, used = code.decode_any(received.tolist(), products[received])
+    _assert_decodes(F, got, want)
+    # k distinct positions into the received list: systematic rows first, each part by index
+    assert len(used) == k and len(set(used)) == k
+    picked = [int(received[j]) for j in used]
+    systematic = sorted(int(i) for i in received if i < k)
+    assert picked[:len(systematic)] == systematic
+    assert picked[len(systematic):] == sorted(picked[len(systematic):])
+    assert set(picked[len(systematic):]) <= set(sorted(int(i) for i in received if i >= k))
+
+
+@pytest.mark.parametrize("spec", ANY_FIELDS)
+def test_decode_any_every_erasure_pattern(spec):
+    """Every received set of every size from k to n, for a [7, 4] code."""
+    F = field(spec)
+    code = mds_code(F, 7, 4)
+    products, want = _products(F, code, np.random.default_rng(7))
+    for size in range(4, 8):
+        for sub in itertools.combinations(range(7), size):
+            rows = list(reversed(sub))
+            got, used = code.decode_any(rows, products[rows])
+            _assert_decodes(F, got, want)
+            sel = [rows[j] for j in used]
+            _assert_decodes(F, code.decode(sel, products[sel]), want)
+
+
+@pytest.mark.parametrize("spec", ANY_FIELDS)
+def test_decode_any_systematic_rows_need_no_solve(spec):
+    """All k data rows received: they are the answer, whatever parity rows came too."""
+    F = field(spec)
+    code = mds_code(F, 9, 5)
+    products, want = _products(F, code, np.random.default_rng(1))
+    rows = [8, 3, 0, 6, 4, 1, 2]
+    got, used = code.decode_any(rows, products[rows])
+    assert np.array_equal(got, products[:5])
+    _assert_decodes(F, got, want)
+    assert [rows[j] for j in used] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("spec", ANY_FIELDS)
+def test_decode_any_non_systematic_generator(spec):
+    """A generator with no unit rows (G R, R invertible) decodes through the full inverse."""
+    F = field(spec)
+    rng = np.random.default_rng(5)
+    base = mds_code(F, 8, 4)
+    while True:
+        R = F.random((4, 4), rng)
+        try:
+            F.solve(R, F.eye(4))
+        except np.linalg.LinAlgError:
+            continue
+        G = F.matmul(base.generator, R)
+        if not np.any((G != 0).sum(axis=1) == 1):
+            break
+    code = MDSCode(F, 8, 4, G)
+    products, want = _products(F, code, rng)
+    rows = [7, 2, 5, 0, 6]
+    got, used = code.decode_any(rows, products[rows])
+    _assert_decodes(F, got, want)
+    assert [rows[j] for j in used] == [0, 2, 5, 6]
+
+
+def test_decode_any_trailing_shapes_and_vectors():
+    F = field("gf(65521)")
+    rng = np.random.default_rng(2)
+    code = mds_code(F, 6, 3)
+    data = F.random((3, 2, 4), rng)
+    coded = code.encode(data)
+    got, _ = code.decode_any([5, 1, 4, 2], coded[[5, 1, 4, 2]])
+    assert np.array_equal(got, data)
+    vec = F.random((3,), rng)
+    got, used = code.decode_any([4, 3, 0], code.encode(vec)[[4, 3, 0]])
+    assert np.array_equal(got, vec) and used == (2, 1, 0)
+
+
+def test_decode_any_errors():
+    code = mds_code("gf(7)", 5, 3)
+    vals = np.zeros((4, 2), np.int64)
+    with pytest.raises(ValueError, match=r"indices: need at least k=3 distinct coded rows, got 2"):
+        code.decode_any([0, 1], vals[:2])
+    with pytest.raises(ValueError, match=r"got 4 \(3 distinct\)"):
+        code.decode_any([0, 1, 1, 2], vals)
+    with pytest.raises(ValueError, match=r"outside 0..4"):
+        code.decode_any([0, 1, 5], vals[:3])
+    with pytest.raises(ValueError, match=r"values: needs one row per index \(3\)"):
+        code.decode_any([0, 1, 2], vals)
