@@ -1,12 +1,23 @@
-"""Command line: ``elastic-coded run CONFIG.yaml`` and friends.  The CLI prints; the library logs."""
+"""Command line.  The CLI prints; the library logs.
+
+* ``elastic-coded run CONFIG.yaml``: run a job from a YAML config (:mod:`elastic_coded.config`).
+* ``elastic-coded tradeoff --K 18 --mu 1/3 --N 180 [--json FILE] [--plot FILE.png]``: the
+  latency-load tradeoff of the unified coding framework (MATH.md §2) for every ``q``, as a table,
+  optionally as JSON and a plot.  Exit status 0; 2 for bad input, with the message on stderr; 1
+  when the optional ``matplotlib`` is missing for ``--plot``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from fractions import Fraction
 
 __all__ = ["main"]
+
+TRADEOFF_PROG = "elastic-coded tradeoff"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -71,6 +82,120 @@ def _run(args) -> int:
     return 0 if ok else 1
 
 
+# ------------------------------------------------------------------------------------------------
+# elastic-coded tradeoff
+# ------------------------------------------------------------------------------------------------
+
+def _add_tradeoff_parser(subparsers) -> argparse.ArgumentParser:
+    """The ``tradeoff`` subcommand; its ``func`` default is :func:`_tradeoff`."""
+    p = subparsers.add_parser(
+        "tradeoff", help="latency-load tradeoff of the unified coding framework",
+        description="Print the achievable (D(q), L(q)) of the unified coding framework for "
+                    "every q = ceil(1/mu) .. K, their lower convex envelope (memory sharing) "
+                    "and the lower bound on the load (MATH.md §2).")
+    p.add_argument("--K", type=int, required=True, help="number of servers")
+    p.add_argument("--mu", type=str, required=True,
+                   help="storage fraction per server, 1/K <= mu <= 1: a fraction such as 1/3 "
+                        "or a decimal (0.333 is read as 1/3)")
+    p.add_argument("--N", type=int, required=True, help="number of input vectors")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="draw the points, envelope and lower bound (needs matplotlib)")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the table as JSON")
+    p.set_defaults(func=_tradeoff)
+    return p
+
+
+def _parse_mu(text: str, K: int) -> Fraction:
+    """``"1/3"`` exactly; a decimal such as ``"0.333"`` as a float, snapped to ``p/d``
+    (``d <= K``) when within ``5e-4`` (:func:`~elastic_coded.schemes.unified.as_mu`)."""
+    from .schemes.unified import as_mu
+
+    text = str(text).strip()
+    if "/" in text:
+        return as_mu(text, K)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"mu: {text!r} is not a number or fraction such as '1/3'") from None
+    return as_mu(value, K)
+
+
+def _tradeoff_to_dict(t) -> dict:
+    """A :class:`~elastic_coded.schemes.unified.Tradeoff` as plain JSON types: floats, with the
+    exact fractions as strings."""
+    return {
+        "K": t.K, "mu": str(t.mu), "N": t.N,
+        "points": [{"q": p.q, "D": float(p.D), "L": float(p.L), "envelope": float(p.envelope),
+                    "lower_bound": float(p.lower_bound), "on_envelope": p.on_envelope,
+                    "exact": {"D": str(p.D), "L": str(p.L), "envelope": str(p.envelope),
+                              "lower_bound": str(p.lower_bound)}}
+                   for p in t.points],
+        "envelope": [{"D": float(d), "L": float(l), "exact": {"D": str(d), "L": str(l)}}
+                     for d, l in t.envelope],
+    }
+
+
+def _tradeoff_error(msg: str) -> None:
+    print(f"{TRADEOFF_PROG}: error: {msg}", file=sys.stderr)
+
+
+def _tradeoff_input(args: argparse.Namespace):
+    """The tradeoff for ``args.K``, ``args.mu``, ``args.N``, after checking the output folders;
+    raises ``ValueError``/``TypeError`` naming the bad argument."""
+    from .schemes.unified import tradeoff
+
+    K = args.K
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"K: {K!r} must be an int >= 1 (the number of servers)")
+    t = tradeoff(K, _parse_mu(args.mu, K), args.N)
+    for opt in ("json", "plot"):
+        path = getattr(args, opt, None)
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise ValueError(f"--{opt}: cannot write {path!r}: no folder {folder!r}")
+    return t
+
+
+def _tradeoff(args: argparse.Namespace) -> int:
+    """Print the tradeoff table; write ``args.json`` and draw ``args.plot`` when given.
+    Returns the exit status."""
+    from .schemes.unified import plot_tradeoff
+
+    try:
+        t = _tradeoff_input(args)
+    except (ValueError, TypeError) as exc:
+        _tradeoff_error(str(exc))
+        return 2
+    print(t.table())
+    json_path = getattr(args, "json", None)
+    if json_path:
+        try:
+            with open(json_path, "w") as fh:
+                json.dump(_tradeoff_to_dict(t), fh, indent=2)
+                fh.write("\n")
+        except OSError as exc:
+            _tradeoff_error(f"--json: cannot write {json_path!r}: {exc.strerror or exc}")
+            return 2
+        print(f"wrote {json_path}")
+    plot_path = getattr(args, "plot", None)
+    if plot_path:
+        try:
+            plot_tradeoff(t, plot_path)
+        except ImportError as exc:
+            _tradeoff_error(str(exc))
+            return 1
+        except (OSError, ValueError) as exc:  # unwritable path, unknown image format
+            _tradeoff_error(f"--plot: cannot write {plot_path!r}: {exc}")
+            return 2
+        print(f"wrote {plot_path}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# entry point
+# ------------------------------------------------------------------------------------------------
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="elastic-coded",
                                      description="Coded, elastic distributed matrix computation")
@@ -81,12 +206,7 @@ def main(argv=None) -> int:
     run.add_argument("--steps", type=int, help="override the number of steps")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
-    try:
-        from .cli_unified import add_tradeoff_parser
-    except ImportError:  # pragma: no cover
-        add_tradeoff_parser = None
-    if add_tradeoff_parser is not None:
-        add_tradeoff_parser(sub)
+    _add_tradeoff_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,6 +1,6 @@
 """The unified coding framework on Ray (MATH.md §2): ``UnifiedCluster`` must return what the
 reference executor ``run_in_process`` returns and count the same communication, on the seed's
-examples; plus the ``tradeoff`` CLI functions (no Ray).
+examples.  (The ``tradeoff`` command line needs no Ray: ``tests/unit/test_cli.py``.)
 
 One Ray session for the module; the Ray tests share one cluster whose servers store each
 example's matrix anew (``UnifiedCluster.load``, with K = 4 or 6), since starting a server and
@@ -9,10 +9,7 @@ warming up the field arithmetic costs seconds per process on a small machine.
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import sys
 import time
 from fractions import Fraction
 
@@ -21,9 +18,8 @@ import pytest
 import ray
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.cli_unified import add_tradeoff_parser, run_tradeoff
 from elastic_coded.runtime.unified_runtime import UnifiedCluster, UnifiedReport
-from elastic_coded.schemes.unified import latency_load, run_in_process, tradeoff
+from elastic_coded.schemes.unified import latency_load, run_in_process
 
 HALF = Fraction(1, 2)
 TIME_SCALE = 0.01  # seconds per time unit: steps of 0.05 .. 0.3 s
@@ -255,75 +251,3 @@ def test_lifecycle(ray_session):
         c.multiply(X)
     c.shutdown()  # idempotent
     assert ray.is_initialized()  # the cluster did not start Ray, so it leaves it running
-
-
-# ------------------------------------------------------------------------------------------------
-# the tradeoff CLI (no Ray)
-# ------------------------------------------------------------------------------------------------
-
-def _parse(argv):
-    parser = argparse.ArgumentParser(prog="elastic-coded")
-    add_tradeoff_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["tradeoff", *argv])
-
-
-def test_cli_tradeoff_table_and_json(tmp_path, capsys):
-    out = tmp_path / "t.json"
-    args = _parse(["--K", "18", "--mu", "0.333", "--N", "180", "--json", str(out)])
-    assert args.func is run_tradeoff
-    assert run_tradeoff(args) == 0
-    text = capsys.readouterr().out
-    t = tradeoff(18, Fraction(1, 3), 180)
-    assert t.table() in text and "K=18, mu=1/3, N=180" in text
-    rows = [line.split() for line in text.splitlines() if line[:2].strip().isdigit()]
-    assert [int(r[0]) for r in rows] == list(range(3, 19))
-    data = json.loads(out.read_text())
-    assert (data["K"], data["mu"], data["N"]) == (18, "1/3", 180)
-    assert [p["q"] for p in data["points"]] == list(range(3, 19))
-    for p, tp in zip(data["points"], t.points):
-        assert Fraction(p["exact"]["D"]) == tp.D and Fraction(p["exact"]["L"]) == tp.L
-        assert Fraction(p["exact"]["lower_bound"]) == tp.lower_bound
-        assert p["L"] == pytest.approx(float(tp.L)) and p["on_envelope"] == tp.on_envelope
-    assert [Fraction(e["exact"]["D"]) for e in data["envelope"]] == [d for d, _ in t.envelope]
-
-
-def test_cli_tradeoff_plot(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
-    png = tmp_path / "t.png"
-    assert run_tradeoff(_parse(["--K", "18", "--mu", "1/3", "--N", "180", "--plot",
-                                str(png)])) == 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"wrote {png}" in capsys.readouterr().out
-
-
-def test_cli_tradeoff_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
-    for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
-        monkeypatch.setitem(sys.modules, mod, None)
-    assert run_tradeoff(_parse(["--K", "4", "--mu", "1/2", "--N", "4", "--plot",
-                                str(tmp_path / "t.png")])) == 1
-    assert "needs matplotlib" in capsys.readouterr().err
-    assert not (tmp_path / "t.png").exists()
-
-
-@pytest.mark.parametrize("argv, match", [
-    (["--K", "18", "--mu", "0.01", "--N", "180"], r"mu: 0.01 .* must satisfy 1/K = 1/18"),
-    (["--K", "18", "--mu", "third", "--N", "180"], r"mu: 'third' is not a number"),
-    (["--K", "18", "--mu", "1/0", "--N", "180"], r"mu: '1/0' is not a number"),
-    (["--K", "0", "--mu", "1/2", "--N", "4"], r"K: 0 must be an int >= 1"),
-    (["--K", "4", "--mu", "1/2", "--N", "0"], r"N: 0 must be >= 1"),
-    (["--K", "4", "--mu", "1/2", "--N", "4", "--json", "/no/such/folder/t.json"],
-     r"--json: cannot write '/no/such/folder/t.json': no folder"),
-])
-def test_cli_tradeoff_bad_input(argv, match, capsys):
-    assert run_tradeoff(_parse(argv)) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    err = captured.err.strip()
-    assert err.startswith("elastic-coded tradeoff: error: ") and "Traceback" not in err
-    assert re.search(match, err), err
-
-
-def test_cli_tradeoff_parser_rejects_non_integers():
-    with pytest.raises(SystemExit) as info:
-        _parse(["--K", "four", "--mu", "1/2", "--N", "4"])
-    assert info.value.code == 2
