@@ -9,9 +9,12 @@ Example (``examples/quickstart.yaml`` is a complete one)::
     matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}
     input_cols: 4               # columns of B per step (matmul only)
     field: real                 # real | gf(p) | gf(<prime>) | gf(2^T)
-    policy: usctec              # usctec | cyclic | uncoded
-    L: 4
+    policy: usctec              # usctec | cyclic | uncoded | speculative | unified | hetero
+    L: 4                        # usctec family only
     S: 2
+    options: {}                 # the policy's options: unified {mu, q, N, grow};
+                                # hetero {assignment, a0, u0, capacity}
+    masters: [{rows: 40, cols: 20}, {rows: 60, cols: 20}]   # hetero: one matrix per master
     placement: design           # design | cyclic
     storage: 0.8                # default storage budget e[n]
     time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
@@ -29,7 +32,7 @@ from typing import Any, Mapping
 
 from .algebra.fields import field as make_field
 from .churn import ChurnScript, load_churn, parse_churn
-from .schemes.registry import POLICIES
+from .schemes.policies import FAMILY, parse_options
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
 
@@ -62,6 +65,10 @@ class RunConfig:
     address: str | None = None
     num_cpus: int | None = None
     check: bool = True
+    options: Any = None
+    """The policy's typed options (``None`` for the USCTEC family)."""
+    masters: tuple = ()
+    """hetero: ``((rows, cols), ...)`` of the generated matrices, one per master."""
 
 
 def _err(key: str, value: Any, rule: str) -> ConfigError:
@@ -93,7 +100,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
     known = {"job", "steps", "seed", "matrix", "input_cols", "field", "policy", "L", "S",
              "placement", "storage", "time_scale", "machines", "churn", "allow_lower_S", "ray",
-             "check"}
+             "check", "options", "masters"}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -124,25 +131,27 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     if job in ("power_iteration", "regression") and make_field(fld).exact:
         raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
     policy = doc.get("policy", "usctec")
-    if policy not in POLICIES:
-        raise _err("policy", policy, f"must be one of {sorted(POLICIES)}")
+    if policy not in FAMILY:
+        raise _err("policy", policy, f"must be one of {sorted(FAMILY)}")
+    options, masters = _policy_options(doc, policy, job)
     placement = doc.get("placement", "design")
     if placement not in ("design", "cyclic"):
         raise _err("placement", placement, "must be 'design' or 'cyclic'")
     L = _int(doc, "L", 4, 1)
     S = _int(doc, "S", 2, 0)
     machines = doc.get("machines", 8)
+    need = L + S if FAMILY[policy] == "usctec" else 1
     if machines == "auto":
         pass
     elif isinstance(machines, int) and not isinstance(machines, bool):
-        if machines < L + S:
-            raise _err("machines", machines, f"must be at least L+S = {L + S}")
+        if machines < need:
+            raise _err("machines", machines, f"must be at least L+S = {need}")
     elif isinstance(machines, list):
         for i, m in enumerate(machines):
             if not isinstance(m, (Mapping, int, float)) or isinstance(m, bool):
                 raise _err(f"machines[{i}]", m, "must be {id, speed, storage} or a speed")
-        if len(machines) < L + S:
-            raise _err("machines", f"{len(machines)} machines", f"must be at least L+S = {L + S}")
+        if len(machines) < need:
+            raise _err("machines", f"{len(machines)} machines", f"must be at least L+S = {need}")
     else:
         raise _err("machines", machines, "must be a count, a list of {id, speed, storage}, or auto")
     churn = doc.get("churn")
@@ -174,7 +183,33 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         storage=_num(doc, "storage", 1.0, 0, 1, lo_open=True),
         time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
         allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
-        num_cpus=num_cpus, check=doc.get("check", True))
+        num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters)
+
+
+def _policy_options(doc: Mapping, policy: str, job: str):
+    """The policy's typed options and (hetero) the masters' matrix shapes."""
+    opts = doc.get("options", {}) or {}
+    if not isinstance(opts, Mapping):
+        raise _err("options", opts, "must be a mapping of the policy's options")
+    try:
+        options = parse_options(policy, dict(opts))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config key 'options': {exc}") from None
+    if FAMILY[policy] != "usctec" and job != "matmul":
+        raise _err("job", job, f"must be 'matmul' for policy {policy!r}")
+    masters = doc.get("masters")
+    if policy != "hetero":
+        if masters is not None:
+            raise _err("masters", masters, "is only for policy 'hetero'")
+        return options, ()
+    if not isinstance(masters, list) or not masters:
+        raise _err("masters", masters, "must be a non-empty list of {rows, cols}, one per master")
+    shapes = []
+    for i, m in enumerate(masters):
+        if not isinstance(m, Mapping) or set(m) - {"rows", "cols"}:
+            raise _err(f"masters[{i}]", m, "must be a mapping {rows, cols}")
+        shapes.append((_int(m, "rows", 40, 1), _int(m, "cols", 20, 1)))
+    return options, tuple(shapes)
 
 
 def load_config(path: str) -> RunConfig:

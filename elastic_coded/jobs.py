@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -44,6 +44,9 @@ def make_problem(cfg: RunConfig) -> dict:
     if cfg.path is not None:
         A = np.load(cfg.path, mmap_mode="r")
         return {"A": cfg.path, "A_local": A, "rng": rng, "F": F}
+    if cfg.policy == "hetero":
+        As = [F.random(shape, rng) for shape in cfg.masters]
+        return {"A": As, "A_local": As, "rng": rng, "F": F}
     if cfg.job == "matmul":
         A = F.random((cfg.rows, cfg.cols), rng)
         return {"A": A, "A_local": A, "rng": rng, "F": F}
@@ -83,6 +86,27 @@ class Progress:
         self.stream.flush()
 
 
+def cluster_kwargs(cfg: RunConfig, F) -> dict:
+    """The :class:`~elastic_coded.runtime.ElasticCluster` arguments of a configuration."""
+    kw = dict(machines=cfg.machines, field=F, storage=cfg.storage, placement=cfg.placement,
+              time_scale=cfg.time_scale, churn=cfg.churn, seed=cfg.seed,
+              allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus)
+    if cfg.options is None:
+        kw.update(L=cfg.L, S=cfg.S)
+    else:
+        kw.update({f.name: getattr(cfg.options, f.name) for f in fields(cfg.options)})
+    return kw
+
+
+def _check_product(F, A, B, Y) -> tuple[bool, float]:
+    """Whether ``Y`` is ``A @ B`` (exactly, or to 1e-9 in the reals), and the error."""
+    want = F.matmul(np.asarray(A), B)
+    if F.exact:
+        return bool(np.array_equal(Y, want)), 0.0
+    err = relative_error(Y, want)
+    return err <= 1e-9, err
+
+
 def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None) -> JobResult:
     """Run ``cfg``'s job for ``cfg.steps`` steps and check every step against the direct
     product.  ``cluster``: an existing cluster to use (else one is made and shut down)."""
@@ -90,37 +114,35 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None) -> Jo
 
     prob = make_problem(cfg)
     F = prob["F"]
-    A_local = np.asarray(prob["A_local"])
+    hetero = cfg.policy == "hetero"
+    A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
     res = JobResult(cfg)
     t0 = time.perf_counter()
     own = cluster is None
     if own:
-        cluster = ElasticCluster(
-            prob["A"], cfg.policy, L=cfg.L, S=cfg.S, machines=cfg.machines, field=F,
-            storage=cfg.storage, placement=cfg.placement, time_scale=cfg.time_scale,
-            churn=cfg.churn, seed=cfg.seed, allow_lower_S=cfg.allow_lower_S,
-            address=cfg.address, num_cpus=cfg.num_cpus)
+        cluster = ElasticCluster(prob["A"], cfg.policy, **cluster_kwargs(cfg, F))
     try:
         rng = prob["rng"]
-        n = A_local.shape[1]
+        n = None if hetero else A_local.shape[1]
         x = rng.standard_normal(n) if cfg.job != "matmul" else None
         if cfg.job == "regression":
             x = np.zeros(n)
             lr = 1.0 / np.linalg.eigvalsh(A_local)[-1]
         for step in range(cfg.steps):
-            if cfg.job == "matmul":
+            if hetero:
+                B = [F.random((a.shape[1], cfg.input_cols), rng) for a in A_local]
+            elif cfg.job == "matmul":
                 B = F.random((n, cfg.input_cols), rng)
             else:
                 B = x[:, None]
             Y = cluster.multiply(B)
             if cfg.check:
-                want = F.matmul(A_local, B)
-                if F.exact:
-                    ok = bool(np.array_equal(Y, want))
-                else:
-                    err = relative_error(Y, want)
+                pairs = zip(A_local, B, Y) if hetero else [(A_local, B, Y)]
+                ok = True
+                for Am, Bm, Ym in pairs:
+                    good, err = _check_product(F, Am, Bm, Ym)
+                    ok &= good
                     res.max_step_error = max(res.max_step_error, err)
-                    ok = err <= 1e-9
                 res.exact_steps += ok
                 if not ok:
                     log.error("step %d: product differs from the direct one", step)

@@ -371,9 +371,12 @@ class ElasticCluster:
         self.reports.append(report)
         self._step += 1
         gone = set(g.failed) | set(self._crash_idle)
-        for m in self._crash_idle:
-            if m in self._handles and m not in g.finished:
-                ray.kill(self._handles[m], no_restart=True)
+        # a scripted crash whose call was cancelled (or that had no call) happens all the same
+        unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
+        for m in unseen:
+            ray.kill(self._handles[m], no_restart=True)
+        if unseen:
+            ray.get(self.controller.mark_dead.remote(unseen))
         self._present = [m for m in prep.speeds if m not in gone]
         if gone:
             self._epoch += 1
