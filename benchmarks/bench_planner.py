@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from elastic_coded.usctec import (SpeedModel, cyclic_placement, design_placement,  # noqa: E402
-                                  expected_time, plan_step, validate)
+from elastic_coded.schemes.usctec import (SpeedModel, cyclic_placement,  # noqa: E402
+                                          design_placement, expected_time, plan_step, validate)
 
 from results_io import write_results  # noqa: E402
 

@@ -8,10 +8,11 @@ from hypothesis import assume, given, strategies as st
 from scipy.optimize import linprog
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.usctec import (Placement, PlanError, RowBlock, SpeedModel, cyclic_placement,
-                                  design_placement, expected_time, extend_placement, fill,
-                                  optimal_load, plan_step, repair_placement, rounding_bound,
-                                  run_step, validate)
+from elastic_coded.schemes.reference import run_step
+from elastic_coded.schemes.usctec import (Placement, PlanError, RowBlock, SpeedModel,
+                                          cyclic_placement, design_placement, expected_time,
+                                          extend_placement, fill, filled_placement, optimal_load,
+                                          plan_step, repair_placement, rounding_bound, validate)
 
 
 # --- MATH.md §1 example --------------------------------------------------------------------------
@@ -37,6 +38,70 @@ def test_water_filling_with_caps():
     theta, c = optimal_load([1, 1, 1, 10], L=2, S=1, caps=[1, 1, 1, 0.5])
     assert theta == pytest.approx([2.5 / 3] * 3 + [0.5])
     assert c == pytest.approx(2.5 / 3)
+
+
+# --- water-filling on widely spread speeds ---------------------------------------------------------
+def test_water_filling_does_not_cancel():
+    """A running subtraction of speeds lost 1e-8 of the free speed here, so theta missed L+S
+    and the filling refused it."""
+    theta, c = optimal_load([1e4, 1.234e-4, 2.345e-4], L=1, S=1)
+    assert theta[0] == 1.0
+    assert abs(theta.sum() - 2) <= 2e-12 * 2
+    assert theta[1:] == pytest.approx(np.array([1.234e-4, 2.345e-4]) / 3.579e-4, rel=1e-12)
+    assert c == pytest.approx(1 / 3.579e-4, rel=1e-12)
+    fill(theta, 2)
+    pl = Placement(10, (0, 1, 2), (1.0,) * 3, (RowBlock(0, 10, (0, 1, 2)),))
+    validate(plan_step(pl, range(3), [1e4, 1.234e-4, 2.345e-4], 1, 1), pl)
+
+
+spread_st = st.lists(st.floats(-5, 5), min_size=1, max_size=30).map(lambda e: [10.0 ** x for x in e])
+
+
+@given(exps=spread_st, L=st.integers(1, 6), S=st.integers(0, 4), capped=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_water_filling_exact_on_extreme_spreads(exps, L, S, capped, seed):
+    speeds = exps
+    K = L + S
+    assume(len(speeds) >= K)
+    rng = np.random.default_rng(seed)
+    caps = None
+    if capped:  # random caps that can still hold L+S copies (L+S = N leaves every cap at 1)
+        caps = rng.uniform(0, 1, len(speeds))
+        caps = np.minimum(1.0, caps * (K / caps.sum()) * rng.uniform(1.0, 2.0))
+        assume(caps.sum() >= K)
+    theta, c = optimal_load(speeds, L, S, caps=caps)
+    cap = np.ones(len(speeds)) if caps is None else caps
+    assert abs(theta.sum() - K) <= 1e-12 * K
+    assert np.all(theta >= 0) and np.all(theta <= cap)
+    # the water-filling form: uncapped machines all finish at c, capped ones no later
+    s = np.asarray(speeds)
+    free = theta < cap
+    assert theta[free] == pytest.approx(c * s[free], rel=1e-9)
+    assert np.all(theta[~free] <= c * s[~free] * (1 + 1e-9))
+    groups = fill(theta, K)
+    got = np.zeros(len(speeds))
+    for gamma, U in groups:
+        assert len(set(U)) == K and gamma > 0
+        got[list(U)] += gamma
+    assert got == pytest.approx(theta, abs=1e-9)
+
+
+@given(exps=spread_st, L=st.integers(1, 4), S=st.integers(0, 3),
+       kind=st.sampled_from(["full", "cyclic", "filled"]), rows=st.sampled_from([10, 100, 1000]))
+def test_plan_step_on_extreme_spreads(exps, L, S, kind, rows):
+    K, N = L + S, len(exps)
+    assume(N >= K)
+    if kind == "full":
+        pl = Placement(rows, tuple(range(N)), (1.0,) * N, (RowBlock(0, rows, tuple(range(N))),))
+    elif kind == "cyclic":
+        pl = cyclic_placement(rows, N, L, S, budgets=[1.0] * N)
+    else:
+        shares, _ = optimal_load(np.linspace(1, 2, N), min(N, K + 1), 0)
+        pl = filled_placement(rows, range(N), shares, min(N, K + 1), [1.0] * N)
+    plan = plan_step(pl, range(N), exps, L, S)
+    validate(plan, pl)
+    assert abs(sum(plan.theta) - K) <= 1e-9 * K
+    assert plan.c * (1 - 1e-9) <= plan.c_int <= plan.c + rounding_bound(plan) + 1e-12 * plan.c
 
 
 # --- properties -----------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""Storage placements (MATH.md §1): cyclic, filled, and designed for random speeds; the expected
+computation time they give."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..plan import Placement, RowBlock
+from ._checks import _check_budgets, _check_rows, _machines, _placement_args, check_code
+from ._fractional import _mean_c
+from ._layout import _cum_round, _merge_blocks, _sorted_holders
+from ._load import fill, optimal_load
+from ._speed_model import _speed_samples
+
+__all__ = ["cyclic_placement", "filled_placement", "design_placement", "expected_time"]
+
+
+def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> Placement:
+    """Cyclic placement of coded elastic computing (Yang et al., MATH.md §1): rows split into
+    ``N`` near-equal sets, set ``i`` on machines ``i, ..., i+K-1 (mod N)``.  Each machine stores
+    about ``K/N`` of the rows; ``budgets`` (default: exactly what each machine stores) must allow
+    that."""
+    L, S, num_rows, ms = _placement_args(num_rows, machines, L, S)
+    K, N = L + S, len(ms)
+    sizes = np.array(_cum_round(num_rows, [1.0] * N))
+    # machine i stores the sets i-K+1 .. i (mod N)
+    need = sum(np.roll(sizes, j) for j in range(K))
+    if budgets is None:
+        e = need / num_rows
+    else:
+        e = _check_budgets(budgets, N, K, num_rows)
+    over = np.flatnonzero(need > np.floor(e * num_rows + 1e-9))
+    if over.size:
+        i = int(over[0])
+        raise ValueError(
+            f"budgets: cyclic placement stores {need[i]} of {num_rows} rows on machine {ms[i]!r}, "
+            f"above its budget e = {e[i]:.6g}; cyclic needs e[n] >= (L+S)/N = {K / N:.6g}")
+    blocks, start = [], 0
+    for i, size in enumerate(sizes.tolist()):
+        blocks.append(RowBlock(start, start + size, _sorted_holders(ms[(i + j) % N] for j in range(K))))
+        start += size
+    return Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
+
+
+def filled_placement(num_rows: int, machines, shares, R: int, budgets) -> Placement:
+    """A placement storing ``shares[n]`` of the rows on machine ``n``, every row on exactly ``R``
+    machines: the filling of ``shares`` (which must sum to ``R``) turned into row blocks."""
+    num_rows = _check_rows(num_rows)
+    ms = _machines(machines, None)
+    e = np.asarray(budgets, dtype=np.float64)
+    groups = fill(shares, R)
+    sizes = _cum_round(num_rows, [g for g, _ in groups])
+    blocks, start = [], 0
+    for (gamma, U), size in zip(groups, sizes):
+        blocks.append(RowBlock(start, start + size, _sorted_holders(ms[i] for i in U)))
+        start += size
+    pl = Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
+    stored = dict.fromkeys(ms, 0)
+    for b in pl.blocks:
+        for m in b.holders:
+            stored[m] += b.size
+    for i, m in enumerate(ms):
+        if stored[m] > math.floor(e[i] * num_rows + 1e-9):
+            raise ValueError(f"budgets: machine {m!r} would store {stored[m]} rows, "
+                             f"above its budget e = {e[i]:.6g}")
+    return pl
+
+
+def _filled_candidates(num_rows, ms, e, mean_speed, K, mixes, max_extra_replication) -> list:
+    """The filled placements :func:`design_placement` scores: replication ``R`` and mix ``lam``."""
+    N = len(ms)
+    caps = np.floor(e * num_rows + 1e-9) / num_rows
+    out: list[Placement] = []
+    max_R = min(N, int(math.floor(caps.sum() + 1e-9)))
+    for R in range(K, min(max_R, K + max_extra_replication) + 1):
+        for lam in mixes:
+            w = lam * mean_speed + (1 - lam) * mean_speed.mean()
+            # shrink the caps by one row per possible group so rounding stays within budget
+            margin = np.minimum(caps, N / num_rows)
+            for cap_try in (caps, caps - margin):
+                if cap_try.sum() < R - 1e-9:
+                    continue
+                try:
+                    shares, _ = optimal_load(w, R, 0, caps=np.clip(cap_try, 0, 1))
+                    out.append(filled_placement(num_rows, ms, shares, R, e))
+                    break
+                except ValueError:
+                    continue
+    return out
+
+
+def design_placement(num_rows: int, machines, budgets, speed_model, L: int, S: int,
+                     samples: int = 64, seed: int = 0, mixes: Sequence[float] = (0.0, 0.5, 1.0),
+                     max_extra_replication: int = 3) -> Placement:
+    """Heterogeneity-aware placement within budgets ``e[n]`` minimising the sample average of the
+    per-step optimum ``c`` over speed realisations (MATH.md §1, expected computation time).
+
+    Candidates: the cyclic placement (when the budgets allow it) and, for replication
+    ``R = L+S .. L+S+max_extra_replication`` and each mix ``lam``, the filling of the water-filled
+    shares ``min(e[n], c * w[n])`` with weights ``w = lam * E[s] + (1 - lam) * mean(E[s])``.  All
+    are scored on the same speed samples and the best is returned, so the result is never worse
+    than cyclic on those samples.
+    """
+    L, S, num_rows, ms = _placement_args(num_rows, machines, L, S)
+    K, N = L + S, len(ms)
+    e = _check_budgets(budgets, N, K, num_rows)
+    draws = _speed_samples(speed_model, N, samples, seed)
+    candidates: list[Placement] = []
+    try:
+        candidates.append(cyclic_placement(num_rows, ms, L, S, budgets=e))
+    except ValueError:
+        pass
+    candidates += _filled_candidates(num_rows, ms, e, draws.mean(axis=0), K, mixes,
+                                     max_extra_replication)
+    if not candidates:
+        raise ValueError("budgets: no placement fits these budgets")
+    scores = [_mean_c(p, draws, L, S) for p in candidates]
+    return candidates[int(np.argmin(scores))]
+
+
+def expected_time(placement: Placement, speed_model, L: int, S: int, samples: int = 200,
+                  seed: int = 0) -> float:
+    """Monte Carlo estimate of ``E_s[c]`` with every machine of the placement available and the
+    per-step optimum for each speed realisation (MATH.md §1, expected computation time)."""
+    L, S = check_code(L, S)
+    draws = _speed_samples(speed_model, len(placement.machines), samples, seed)
+    return _mean_c(placement, draws, L, S)

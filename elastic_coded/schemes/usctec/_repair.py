@@ -1,0 +1,152 @@
+"""Elasticity (MATH.md §1): storage repair after machines leave, and storage for joiners."""
+
+from __future__ import annotations
+
+import math
+from typing import Hashable
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+from ..plan import Placement, RowBlock
+from ._checks import _check_enough, check_code
+from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
+
+__all__ = ["repair_placement", "extend_placement"]
+
+
+def repair_placement(placement: Placement, present, L: int, S: int,
+                     budgets: dict | None = None) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
+    """Drop machines not ``present`` and give every row at least ``L+S`` present holders, adding
+    copies on present machines within their budgets (most spare room first).  When that greedy
+    gets stuck, every block is re-placed at once by :func:`_rebalance` (fewest rows moved).
+
+    Returns the new placement and the copies made as ``(start, stop, machine)``.
+    ``budgets`` maps present machines missing from the placement to their budgets (joiners).
+    """
+    L, S = check_code(L, S)
+    K = L + S
+    present = tuple(present)
+    _check_enough(len(present), K, "present")
+    q = placement.num_rows
+    e = {m: b for m, b in zip(placement.machines, placement.budgets)}
+    e.update(budgets or {})
+    missing = [m for m in present if m not in e]
+    if missing:
+        raise ValueError(f"budgets: no storage budget for machines {missing}")
+    pset = set(present)
+    rank = {m: i for i, m in enumerate(present)}
+    cap = {m: math.floor(e[m] * q + 1e-9) for m in present}
+    blocks = [RowBlock(b.start, b.stop, _sorted_holders(h for h in b.holders if h in pset))
+              for b in placement.blocks]
+    used = {m: 0 for m in present}
+    for b in blocks:
+        for h in b.holders:
+            used[h] += b.size
+    moved: list[tuple[int, int, Hashable]] = []
+    queue = sorted(blocks, key=lambda b: b.start)
+    done: list[RowBlock] = []
+    while queue:
+        b = queue.pop(0)
+        if len(b.holders) >= K:
+            done.append(b)
+            continue
+        cands = [m for m in present if m not in b.holders and cap[m] - used[m] > 0]
+        if not cands:
+            # the greedy is stuck: re-place every block at once, moving as few rows as possible
+            return _rebalance(placement, blocks, present, cap, K, e)
+        m = max(cands, key=lambda x: (cap[x] - used[x], -rank[x]))
+        take = min(cap[m] - used[m], b.size)
+        used[m] += take
+        moved.append((b.start, b.start + take, m))
+        queue.insert(0, RowBlock(b.start, b.start + take, _sorted_holders(b.holders + (m,))))
+        if take < b.size:
+            queue.insert(1, RowBlock(b.start + take, b.stop, b.holders))
+    new = Placement(q, present, tuple(float(e[m]) for m in present), _merge_blocks(done))
+    return new, moved
+
+
+def _transport(blocks: list[RowBlock], present: tuple, cap: dict, K: int) -> np.ndarray:
+    """Row counts ``z[b, m]`` of the re-placement (see :func:`_rebalance`)."""
+    nb, nm = len(blocks), len(present)
+    cost = np.array([[0.0 if m in b.holders else 1.0 for m in present] for b in blocks]).ravel()
+    rows_i = np.repeat(np.arange(nb), nm)
+    cols_i = np.arange(nb * nm)
+    A_eq = sparse.csr_matrix((np.ones(nb * nm), (rows_i, cols_i)), shape=(nb, nb * nm))
+    A_ub = sparse.csr_matrix((np.ones(nb * nm), (np.tile(np.arange(nm), nb), cols_i)),
+                             shape=(nm, nb * nm))
+    sizes = np.array([b.size for b in blocks], dtype=float)
+    res = linprog(cost, A_ub=A_ub, b_ub=np.array([cap[m] for m in present], dtype=float),
+                  A_eq=A_eq, b_eq=K * sizes, bounds=np.stack([np.zeros(nb * nm),
+                                                              np.repeat(sizes, nm)], axis=1),
+                  method="highs-ds")
+    if res.status != 0:
+        raise ValueError(
+            f"budgets: the machines present ({list(present)}) cannot hold every row L+S = {K} "
+            f"times within their storage budgets")
+    return np.rint(res.x).astype(np.int64).reshape(nb, nm)
+
+
+def _rebalance(placement: Placement, blocks: list[RowBlock], present: tuple, cap: dict, K: int,
+               e: dict) -> tuple[Placement, list]:
+    """Re-place every block on exactly ``K`` present machines within ``cap`` rows each, moving as
+    few rows as possible.
+
+    A transportation LP over integer row counts ``z[b, m]`` (``sum_m z = K |b|``,
+    ``sum_b z <= cap[m]``, ``0 <= z <= |b|``, cost 1 per row on a machine that lacks it); its
+    constraint matrix is totally unimodular, so the optimum is integral.  Each block's counts are
+    then laid out by McNaughton's wrap-around rule (machines holding the block first), so every
+    row gets exactly ``K`` distinct machines.
+    """
+    z = _transport(blocks, present, cap, K)
+    nm = len(present)
+    # holders of the block first, so they keep the rows they have
+    order = [sorted(range(nm), key=lambda j: (present[j] not in b.holders, j)) for b in blocks]
+    counts = np.concatenate([z[bi, o] for bi, o in enumerate(order)])
+    who = np.concatenate(order)
+    edges, members = _wrap_layout([b.size for b in blocks], np.repeat(np.arange(len(blocks)), nm),
+                                  counts, K, [])
+    starts = np.concatenate([[0], np.cumsum([b.size for b in blocks])])
+    bi = np.searchsorted(starts, edges[:-1], side="right") - 1
+    out = [RowBlock(blocks[i].start + lo - starts[i], blocks[i].start + hi - starts[i],
+                    _sorted_holders(present[j] for j in who[U]))
+           for i, lo, hi, U in zip(bi.tolist(), edges[:-1].tolist(), edges[1:].tolist(), members)]
+    moved: list = []
+    for i, b in enumerate(blocks):
+        for j, lo, hi in _wrap_spans(b.size, z[i, order[i]]):
+            if present[order[i][j]] not in b.holders:
+                moved.append((b.start + lo, b.start + hi, present[order[i][j]]))
+    new = Placement(placement.num_rows, present, tuple(float(e[m]) for m in present),
+                    _merge_blocks(out))
+    return new, moved
+
+
+def extend_placement(placement: Placement, machine: Hashable, budget: float
+                     ) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
+    """Give a joining ``machine`` storage up to its ``budget``: copies of the least-replicated
+    blocks first.  Returns the new placement and the copies made."""
+    if machine in placement.machines:
+        raise ValueError(f"machine: {machine!r} is already in the placement")
+    if not (0 <= budget <= 1):
+        raise ValueError(f"budget: storage budget must lie in [0, 1], got {budget!r}")
+    q = placement.num_rows
+    spare = math.floor(budget * q + 1e-9)
+    blocks = list(placement.blocks)
+    order = sorted(range(len(blocks)), key=lambda i: (len(blocks[i].holders), i))
+    moved = []
+    new_blocks = list(blocks)
+    for i in order:
+        if spare <= 0:
+            break
+        b = blocks[i]
+        take = min(spare, b.size)
+        spare -= take
+        moved.append((b.start, b.start + take, machine))
+        new_blocks[i] = None  # type: ignore[call-overload]
+        new_blocks.append(RowBlock(b.start, b.start + take, _sorted_holders(b.holders + (machine,))))
+        if take < b.size:
+            new_blocks.append(RowBlock(b.start + take, b.stop, b.holders))
+    pl = Placement(q, placement.machines + (machine,), placement.budgets + (float(budget),),
+                   _merge_blocks([b for b in new_blocks if b is not None]))
+    return pl, moved
