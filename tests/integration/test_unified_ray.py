@@ -1,28 +1,25 @@
-"""The unified coding framework on Ray (MATH.md §2): ``UnifiedCluster`` must return what the
-reference executor ``run_in_process`` returns and count the same communication, on the seed's
-examples.  (The ``tradeoff`` command line needs no Ray: ``tests/unit/test_cli.py``.)
-
-One Ray session for the module; the Ray tests share one cluster whose servers store each
-example's matrix anew (``UnifiedCluster.load``, with K = 4 or 6), since starting a server and
-warming up the field arithmetic costs seconds per process on a small machine.
-"""
+"""The unified coding framework as a policy of the one runtime (MATH.md §2): every step returns
+what the reference executor ``run_in_process`` returns and counts the same communication on the
+seed's examples, and the storage follows the machines: re-encoded for the new ``K`` when fewer
+than ``q`` servers are left or machines join, untouched by a loss the code covers."""
 
 from __future__ import annotations
 
 import json
-import time
 from fractions import Fraction
 
 import numpy as np
 import pytest
-import ray
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.runtime.unified_runtime import UnifiedCluster, UnifiedReport
+from elastic_coded.churn import StepEvents
+from elastic_coded.runtime import ElasticCluster
 from elastic_coded.schemes.unified import latency_load, run_in_process
 
+pytestmark = pytest.mark.ray
+
 HALF = Fraction(1, 2)
-TIME_SCALE = 0.01  # seconds per time unit: steps of 0.05 .. 0.3 s
+TIME_SCALE = 0.01  # seconds per time unit of the latency model
 
 # (K, q, m, N, values communicated): the seed's worked examples (MATH.md §2).
 SEED_RUNS = [
@@ -30,224 +27,124 @@ SEED_RUNS = [
     (4, 2, 12, 4, 24),   # minimum latency code: L = 2
     (6, 4, 20, 12, 84),  # 36 multicast + 48 unicast: L = 4.2
 ]
-# fastest sets forced through ``multiply(X, fastest=...)``
-FORCED = {
-    (4, 4): [(3, 1, 0, 2)],
-    (4, 2): [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (3, 2)],
-    (6, 4): [(0, 1, 2, 3), (5, 4, 3, 2), (1, 3, 5, 0)],
-}
+# fastest sets forced by slowing every other server 1000x
+FORCED = {(4, 4): [(3, 1, 0, 2)], (4, 2): [(0, 1), (1, 3), (3, 2)],
+          (6, 4): [(0, 1, 2, 3), (5, 4, 3, 2)]}
 
 
-@pytest.fixture(scope="module")
-def cluster(ray_session):
-    A = field("gf(2^8)").random((20, 3), np.random.default_rng(0))
-    c = UnifiedCluster(A, K=6, mu=HALF, q=4, field="gf(2^8)", time_scale=TIME_SCALE, seed=11)
-    yield c
-    c.shutdown()
+def _unified(A, K, q, N, fld, **kw):
+    return ElasticCluster(A, "unified", machines=K, field=fld, time_scale=TIME_SCALE, mu=HALF,
+                          q=q, N=N, seed=11, **kw)
 
 
-def _check_step(c: UnifiedCluster, A, X, fld, values, forced=None) -> UnifiedReport:
-    """One step: exact (or 1e-9) outputs, counts equal to the theory and to the reference."""
-    Y = c.multiply(X, fastest=forced)
-    rep = c.reports[-1]
-    K, q, m, N = c.K, c.q, A.shape[0], X.shape[1]
+def _check(c, A, X, fld, values=None, forced=None):
+    """One step: exact (or 1e-9) outputs; counts equal to the theory and to the reference."""
+    ev = None
+    if forced is not None:
+        servers = c.placement().servers  # server k is the k-th machine of the design
+        ev = StepEvents(slow={s: 1000.0 for k, s in enumerate(servers) if k not in forced})
+    Y = c.multiply(X, events=ev)
     if fld.exact:
         assert np.array_equal(Y, fld.matmul(A, X))
     else:
         assert relative_error(Y, A @ X) <= 1e-9
-    # the report
-    assert rep.step == len(c.reports) - 1 and rep.q == q
-    assert len(rep.fastest) == q and sorted(rep.fastest + rep.stragglers) == list(range(K))
-    assert len(rep.latencies) == K
-    assert rep.model_latency == sorted(rep.latencies)[q - 1]
-    assert rep.map_latency_s >= rep.model_latency * TIME_SCALE - 1e-3
-    assert rep.map_latency_units == pytest.approx(rep.map_latency_s / TIME_SCALE)
-    assert (rep.D, rep.L) == latency_load(K, HALF, N, q)
-    assert rep.values_sent == values and rep.load == Fraction(values, m) == rep.L
-    assert rep.load_matches
-    assert rep.total_s >= rep.map_latency_s + rep.shuffle_s + rep.reduce_s - 1e-6
+    rep = c.reports[-1]
+    e = rep.extra
+    K, q, m, N = e["K"], e["q"], A.shape[0] + e["pad_rows"], X.shape[1]
+    assert len(e["fastest"]) == q and set(rep.decoded_by[0]) <= set(rep.available)
+    D, L = latency_load(K, HALF, N, q)
+    assert e["load"] == pytest.approx(float(L)) and Fraction(e["values_sent"], m) == L
+    if values is not None:
+        assert e["values_sent"] == values
     if forced is not None:
-        assert rep.forced and set(rep.fastest) == set(forced)
-        assert all(np.isinf(rep.latencies[k]) for k in rep.stragglers)
-    else:
-        assert not rep.forced and np.all(np.isfinite(rep.latencies))
-    # the reference executor, for the same fastest set, sends and decodes the same
-    ref = run_in_process(A, X, K, HALF, q, fld, fastest=rep.fastest)
-    assert rep.values_sent == ref.values_sent
-    assert rep.values_by_round == ref.values_by_round
-    assert rep.values_received == sum(ref.received)
-    assert rep.packets == len(ref.plan.transmissions)
-    assert fld.equal(Y, ref.outputs)
-    json.dumps(rep.to_dict())
+        assert set(e["fastest"]) == set(forced)
+    if e["pad_rows"] == 0:
+        ref = run_in_process(A, X, K, HALF, q, fld, fastest=e["fastest"])
+        assert e["values_sent"] == ref.values_sent
+        assert e["packets"] == len(ref.plan.transmissions)
+        assert fld.equal(Y, ref.outputs)
+    json.dumps(rep.to_dict(), default=str)
     return rep
 
 
-@pytest.mark.ray
-@pytest.mark.parametrize("fname", ["gf(2^8)", "gf(65521)"])
+@pytest.mark.parametrize("fname", ["gf(2^8)", "gf(65521)", "real"])
 @pytest.mark.parametrize("K, q, m, N, values", SEED_RUNS)
-def test_seed_examples_on_ray(cluster, fname, K, q, m, N, values):
+def test_seed_examples_on_ray(ray_session, fname, K, q, m, N, values):
     fld = field(fname)
     rng = np.random.default_rng(q * 100 + m)
     A = fld.random((m, 5), rng)
-    c = cluster
-    c.load(A, K=K, q=q, field=fname)
-    assert (c.K, c.q, c.m, c.n, c.field) == (K, q, m, 5, fld)
-    sets = set()
-    for _ in range(6):  # random latencies: the fastest set changes from step to step
-        rep = _check_step(c, A, fld.random((5, N), rng), fld, values)
-        sets.add(frozenset(rep.fastest))
-        if len(sets) >= 2 and _ >= 2:
-            break
-    if q < K:
-        assert len(sets) >= 2
-    for Q in FORCED[(K, q)]:
-        _check_step(c, A, fld.random((5, N), rng), fld, values, forced=Q)
+    with _unified(A, K, q, N, fld) as c:
+        sets = set()
+        for _ in range(4):  # random latencies: the fastest set changes from step to step
+            sets.add(frozenset(_check(c, A, fld.random((5, N), rng), fld, values).extra["fastest"]))
+        if q < K:
+            assert len(sets) >= 2
+        for Q in FORCED[(K, q)]:
+            rep = _check(c, A, fld.random((5, N), rng), fld, values, forced=Q)
+            assert set(rep.stragglers) == {f"m{k}" for k in range(K) if k not in Q}
+        assert all(r.redesign is None for r in c.reports)
 
 
-@pytest.mark.ray
-def test_forced_stragglers_are_cancelled(cluster):
-    c = cluster
-    fld = field("gf(65521)")
-    rng = np.random.default_rng(5)
-    A = fld.random((12, 5), rng)
-    c.load(A, K=4, q=2, field=fld)
-    before = [s["maps_cancelled"] for s in c.servers_info()]
-    _check_step(c, A, fld.random((5, 4), rng), fld, 24, forced=(2, 0))
-    deadline = time.monotonic() + 10
-    while True:
-        after = [s["maps_cancelled"] for s in c.servers_info()]
-        if all(after[k] > before[k] for k in (1, 3)) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert after[1] == before[1] + 1 and after[3] == before[3] + 1
-    assert after[0] == before[0] and after[2] == before[2]
+def test_storage_follows_leaves_crashes_and_joins(ray_session):
+    fld = field("gf(2147483647)")
+    rng = np.random.default_rng(3)
+    A = fld.random((60, 8), rng)
+    X = lambda: fld.random((8, 4), rng)  # noqa: E731
+    with _unified(A, 6, 4, 4, fld) as c:
+        _check(c, A, X(), fld)
+        v0 = c._snapshot()["values_moved"]
+        st = c.placement()
+        assert v0 == 8 * sum(b - a for k in range(6) for a, b in st.ranges_of(k)) > 0
+        # one loss the code covers: 5 servers left >= q = 4, nothing moves
+        c.remove_machine("m5")
+        r = _check(c, A, X(), fld)
+        assert r.redesign is None and r.rows_moved == 0 and r.extra["K"] == 6
+        # a crash mid-step among the servers: the fastest q of the others finish the Map
+        Y = c.multiply(X0 := X(), events=StepEvents(crash=("m0",)))
+        assert np.array_equal(Y, fld.matmul(A, X0))
+        # now 4 of 6 servers: still q; one more leaves -> re-encoded for K = 3, q lowered to 2
+        c.remove_machine("m1")
+        r = _check(c, A, X(), fld)
+        assert r.redesign and "fewer than q = 4" in r.redesign
+        assert r.extra["K"] == 3 and r.extra["q"] == 2 and r.rows_moved > 0
+        # machines join: re-encoded to use them (grow)
+        c.add_machines([{"id": "s1"}, {"id": "s2"}, {"id": "s3"}])
+        r = _check(c, A, X(), fld)
+        assert r.redesign == "3 machines joined" and r.extra["K"] == 6 and r.extra["q"] == 4
+        assert c._snapshot()["values_moved"] > v0
+        assert c.summary()["redesigns"] == 2
 
 
-@pytest.mark.ray
-def test_custom_latency_model_decides_the_fastest_set(cluster):
-    c = cluster
-    fld = field("gf(2^8)")
-    rng = np.random.default_rng(6)
-    A = fld.random((12, 5), rng)
-    c.load(A, K=4, q=2, field=fld)
-    c.latency = lambda rng, K, mu, N: [500.0, 2.0, 500.0, 3.0]  # 5 s against 0.03 s
-    try:
-        rep = _check_step(c, A, fld.random((5, 4), rng), fld, 24)
-        assert set(rep.fastest) == {1, 3} and rep.model_latency == 3.0
-        c.latency = lambda rng, K, mu, N: [1.0, 2.0]
-        with pytest.raises(ValueError, match=r"latency: .* must return K = 4 finite"):
-            c.multiply(fld.random((5, 4), rng))
-    finally:
-        c.latency = "shifted_exp"
-
-
-@pytest.mark.ray
-@pytest.mark.parametrize("K, q, m, N, values", SEED_RUNS)
-def test_real_field(cluster, K, q, m, N, values):
-    fld = field("real")
-    rng = np.random.default_rng(m + q)
-    A = fld.random((m, 6), rng)
-    c = cluster
-    c.load(A, K=K, q=q, field="real")
-    for _ in range(2):
-        _check_step(c, A, fld.random((6, N), rng), fld, values)
-    _check_step(c, A, fld.random((6, N), rng), fld, values, forced=FORCED[(K, q)][-1])
-
-
-@pytest.mark.ray
-def test_one_input_vector_and_m_that_fits_only_some_n(cluster):
-    c = cluster
+def test_inputs_that_do_not_fit_redesign_or_fail_clearly(ray_session):
     fld = field("gf(65521)")
     rng = np.random.default_rng(8)
-    # K=4, q=4, m=6: the 6 batches hold one row each; N = 8 splits the sets evenly, N = 4 not
+    # K=4, q=4, m=6: the batches fit N = 8; N = 4 needs another design (m padded)
     A = fld.random((6, 5), rng)
-    c.load(A, K=4, q=4, field=fld)
-    _check_step(c, A, fld.random((5, 8), rng), fld, 12)
-    with pytest.raises(ValueError, match=r"X: N = 4 inputs do not fit A's m = 6 rows.*"
-                                         r"rows_multiple\(K, mu, N, q\) = 12"):
-        c.multiply(fld.random((5, 4), rng))
-    # K=4, q=2, m=12: one input vector (N = 1) cannot be split over q = 2 reducers
-    A = fld.random((12, 5), rng)
-    c.load(A, q=2)
-    with pytest.raises(ValueError, match=r"N: 1 must be divisible by q = 2"):
-        c.multiply(fld.random(5, rng))
-    c.redesign(4)
-    assert c.q == 4
-    with pytest.raises(ValueError, match=r"N: 1 must be divisible by q = 4"):
-        c.multiply(fld.random(5, rng))
+    with _unified(A, 4, 4, 8, fld) as c:
+        _check(c, A, fld.random((5, 8), rng), fld, 12)
+        r = _check(c, A, fld.random((5, 4), rng), fld)
+        assert r.redesign == "N = 4 inputs do not fit the batches" and r.extra["pad_rows"] == 6
+        # one vector splits over no q' >= 2 (mu q' >= 1): a clear error, the cluster unchanged
+        with pytest.raises(ValueError, match=r"B: N = 1 inputs split over no q'"):
+            c.multiply(fld.random(5, rng))
+        with pytest.raises(ValueError, match=r"B: shape \(6, 4\) does not fit A \(6, 5\)"):
+            c.multiply(fld.random((6, 4), rng))
+        n = len(c.reports)
+        _check(c, A, fld.random((5, 4), rng), fld)
+        assert len(c.reports) == n + 1
 
 
-@pytest.mark.ray
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"K": 0}, ValueError, r"K: 0 must be >= 1"),
-    ({"K": 4.0}, TypeError, r"K: must be an int"),
-    ({"mu": Fraction(1, 10)}, ValueError, r"mu: .* must satisfy 1/K = 1/4 <= mu <= 1"),
-    ({"mu": "half"}, ValueError, r"mu: 'half' is not a number"),
-    ({"q": 1}, ValueError, r"q: 1 must lie in ceil\(1/mu\)..K = 2..4"),
-    ({"q": 5}, ValueError, r"q: 5 must lie in"),
-    ({"A": np.ones((5, 3), dtype=np.int64)}, ValueError, r"m: 5 does not fit the batches"),
-    ({"A": np.ones(12, dtype=np.int64)}, ValueError, r"A: must be a non-empty 2-D array"),
-    ({"A": np.full((12, 3), 300)}, ValueError, r"A: values must lie in \[0, 256\)"),
-    ({"field": "gf(6)"}, ValueError, r"p: 6 is not prime"),
-    ({"time_scale": -1.0}, ValueError, r"time_scale: -1.0 must be a finite number >= 0"),
-    ({"time_scale": float("nan")}, ValueError, r"time_scale: nan"),
-    ({"seed": -3}, ValueError, r"seed: -3 must be an int >= 0"),
-    ({"latency": "pareto"}, ValueError, r"latency: 'pareto' must be 'shifted_exp' or a callable"),
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mu": "half"}, r"^mu: 'half' is not a storage fraction"),
+    ({"mu": 1.5}, r"^mu: 1.5 is not a storage fraction"),
+    ({"q": 1}, r"^q: 1 must be at least ceil\(1/mu\) = 2"),
+    ({"q": 0}, r"^q: 0 must be an int >= 1"),
+    ({"N": 0}, r"^N: 0 must be an int >= 1 or None"),
+    ({"K": 4}, r"^options: \['K'\] are not options of policy 'unified'"),
+    ({"L": 2, "S": 1}, r"^L, S: policy 'unified' takes no L or S"),
+    ({"time_scale": -1.0}, r"^time_scale: must be finite and >= 0"),
 ])
-def test_bad_construction_names_the_parameter_and_rule(ray_session, kwargs, exc, match):
-    args = {"A": np.ones((12, 3), dtype=np.int64), "K": 4, "mu": HALF, "q": 4,
-            "field": "gf(2^8)", "time_scale": TIME_SCALE}
-    args.update(kwargs)
-    A = args.pop("A")
-    with pytest.raises(exc, match=match):
-        UnifiedCluster(A, **args)
-
-
-@pytest.mark.ray
-def test_bad_step_input_names_the_parameter_and_rule(cluster):
-    c = cluster
-    fld = field("gf(2^8)")
-    rng = np.random.default_rng(9)
-    A = fld.random((12, 5), rng)
-    c.load(A, K=4, q=4, field=fld)
-    X = fld.random((5, 4), rng)
-    n_reports = len(c.reports)
-    with pytest.raises(ValueError, match=r"X: shape \(6, 4\) does not fit A \(12, 5\)"):
-        c.multiply(fld.random((6, 4), rng))
-    with pytest.raises(ValueError, match=r"N: 6 must be divisible by q = 4"):
-        c.multiply(fld.random((5, 6), rng))
-    with pytest.raises(TypeError, match=r"X: GF\(2\^8\) needs integer values"):
-        c.multiply(np.full((5, 4), 0.5))
-    for bad in ([0, 1], [0, 0, 1, 2], [0, 1, 2, 4]):
-        with pytest.raises(ValueError, match=r"fastest: .* must be q = 4 distinct server ids "
-                                             r"in 0..K-1 = 0..3"):
-            c.multiply(X, fastest=bad)
-    with pytest.raises(TypeError, match=r"fastest: must be a collection of server ids"):
-        c.multiply(X, fastest=3)
-    # a bad load leaves the cluster as it was
-    with pytest.raises(ValueError, match=r"m: 7 does not fit the batches"):
-        c.load(fld.random((7, 5), rng))
-    with pytest.raises(ValueError, match=r"q: 1 must lie in"):
-        c.redesign(1)
-    with pytest.raises(ValueError, match=r"q: 4 must lie in ceil\(1/mu\)..K = 2..3"):
-        c.load(A, K=3)
-    with pytest.raises(ValueError, match=r"mu: .* must satisfy 1/K = 1/4 <= mu <= 1"):
-        c.load(A, mu=Fraction(1, 5))
-    assert len(c.reports) == n_reports and (c.K, c.q, c.m) == (4, 4, 12)
-    _check_step(c, A, X, fld, 12)
-
-
-@pytest.mark.ray
-def test_lifecycle(ray_session):
-    A = np.arange(4.0).reshape(2, 2)
-    with UnifiedCluster(A, K=2, mu=HALF, q=2, field="real", time_scale=0.0) as c:
-        assert repr(c) == "<UnifiedCluster 2x2 over real: K=2, mu=1/2, q=2, steps=0>"
-        X = np.eye(2)
-        assert relative_error(c.multiply(X), A) <= 1e-12
-        rep = c.reports[0]
-        assert np.isnan(rep.map_latency_units) and rep.load_matches
-        assert [s["rows"] for s in c.servers_info()] == [1, 1]
-    with pytest.raises(RuntimeError, match="already shut down"):
-        c.multiply(X)
-    c.shutdown()  # idempotent
-    assert ray.is_initialized()  # the cluster did not start Ray, so it leaves it running
+def test_bad_construction_names_the_parameter_and_rule(kwargs, match):
+    args = {"mu": HALF, "q": 2, "machines": 4, "field": "gf(2^8)", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        ElasticCluster(np.ones((12, 3), dtype=np.int64), "unified", **args)

@@ -70,28 +70,13 @@ class LagrangeCollector:
 
 
 def decode_mds(code: MDSCode, got: dict) -> tuple[np.ndarray, tuple]:
-    """``A_m x_m`` from coded rows ``got = {index: (machine, value row)}`` (at least ``k``):
-    ``k`` of them, systematic rows first, then by index.  Returns the data and the machines
-    whose rows were used."""
-    idx = np.array(sorted(got), dtype=np.int64)
-    sel = idx[np.lexsort((idx, idx >= code.k))][:code.k]
-    used = tuple(sorted({got[int(i)][0] for i in sel}, key=str))
-    vals = np.stack([np.asarray(got[int(i)][1]) for i in sel])
-    F, G, L = code.field, code.generator, code.k
-    if not np.array_equal(G[:L], F.eye(L)):
-        return code.decode(sel, vals), used
-    # systematic: only the missing data rows U need solving, G[P, U] d_U = y_P - G[P, S] d_S
-    systematic = sel < L
-    out = F.zeros((L,) + vals.shape[1:])
-    S, P = sel[systematic], sel[~systematic]
-    out[S] = vals[systematic]
-    if P.size:
-        U = np.setdiff1d(np.arange(L), S)
-        rhs = vals[~systematic]
-        if S.size:
-            rhs = F.sub(rhs, F.matmul(G[np.ix_(P, S)], vals[systematic]))
-        out[U] = F.solve(G[np.ix_(P, U)], rhs)
-    return out, used
+    """``A_m x_m`` from coded rows ``got = {index: (machine, value row)}`` (at least ``k``),
+    systematic rows first (:meth:`~elastic_coded.algebra.mds.MDSCode.decode_any`).  Returns the
+    data and the machines whose rows were used."""
+    idx = sorted(got)
+    vals = np.stack([np.asarray(got[i][1]) for i in idx])
+    data, used = code.decode_any(idx, vals)
+    return data, tuple(sorted({got[idx[j]][0] for j in used}, key=str))
 
 
 class MDSCollector:
