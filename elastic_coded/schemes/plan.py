@@ -72,6 +72,25 @@ class Placement:
         present = set(present)
         return [sum(h in present for h in b.holders) for b in self.blocks]
 
+    def holders_of(self, rows: tuple, present) -> list[tuple[int, int, list]]:
+        """Who among ``present`` stores rows ``rows = (start, stop)``: the rows cut at block
+        boundaries, ``[(start, stop, [present holders]), ...]``, a span joining its neighbour
+        while the two share a present holder (it keeps the shared ones).  One span with every
+        present holder of the rows when they all sit on the same machines; a span with no
+        holder where no present machine stores it.  The recovery and backup rules ask this."""
+        present = set(present)
+        out: list = []
+        for blk in sorted(self.blocks, key=lambda b: b.start):
+            a, b = max(blk.start, rows[0]), min(blk.stop, rows[1])
+            if a >= b:
+                continue
+            hs = [m for m in blk.holders if m in present]
+            if out and out[-1][1] == a and set(out[-1][2]) & set(hs):
+                out[-1] = (out[-1][0], b, [m for m in out[-1][2] if m in hs])
+            else:
+                out.append((a, b, hs))
+        return out
+
 
 @dataclass(frozen=True)
 class Group:

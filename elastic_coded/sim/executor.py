@@ -18,22 +18,27 @@ among its machines; the step ends when every piece has decoded.
 
 **Crashes and recovery**, as the runtime's driver does them.  A machine that crashes never returns;
 its failure is noticed at ``crash_at`` (0.5) of the time it would have taken.  Then every task it
-held in a piece not yet decoded is re-dispatched at once to a live machine storing the task's rows,
-chosen by the controller's rule (least ``rows assigned in this recovery / speed estimate``, then
-smallest id); it computes the task after what it already has to do (a machine does one thing at a
-time; the runtime's emulation paces concurrent calls independently, which would let the extra task
-overlap).  The piece decodes from its first ``L`` results among the live originals and the
-re-dispatched copies.  Holders are taken among the machines that do not crash in this step, and
-storage repair during the step is not modelled (the placement at the start of the step serves); if
-a lost task's rows have no live holder the step is lost (``time = inf``), as the runtime raises.
+held in a piece not yet decoded is re-dispatched at once, by the runtime's rule
+(:func:`~elastic_coded.schemes.policies.rules.assign_recovery`): the task's rows cut into spans of
+common holders (:meth:`~elastic_coded.schemes.plan.Placement.holders_of`; one span unless churn
+split them), each span to the live holder with the least ``rows assigned in this recovery / speed
+estimate``, then smallest id; a holder computes its part after what it already has to do (a
+machine does one thing at a time; the runtime's emulation paces concurrent calls independently,
+which would let the extra task overlap), and the task is back when its last part is.  The piece
+decodes from its first ``L`` results among the live originals and the re-dispatched tasks.
+Holders are taken among the machines that do not crash in this step, and storage repair during
+the step is not modelled (the placement at the start of the step serves); if a lost span has no
+live holder the step is lost (``time = inf``), as the runtime raises.
 
 **Speculative backups** (:class:`Speculation`, on a plan with ``L = 1, S = 0``: the uncoded split),
 as the runtime's ``speculative`` policy does them.  Every task starts at 0; once a fraction
 ``quantile`` of the tasks has completed (the runtime: any one), a machine still running after
 ``multiplier`` times the median duration of the completed tasks gets a copy of each of its tasks
 not yet done, on the other holder of the task's rows with the fewest calls in flight (then
-smallest id); the first copy to finish wins.  With every task starting together this happens at one
-time ``t*``, computed exactly.  A copy starts at ``t*`` or when its machine is free, whichever is
+smallest id), machine by machine in dispatch order
+(:func:`~elastic_coded.schemes.policies.rules.backup_copies`); the first copy to finish wins.  With
+every task starting together this happens at one time ``t*``, computed exactly
+(:func:`~elastic_coded.schemes.policies.rules.speculation_start`).  A copy starts at ``t*`` or when its machine is free, whichever is
 later, and uses only the time left after the machine's own and recovery work, so speculation never
 delays anything and a speculative step is never slower than the uncoded one on the same trace.
 """
@@ -49,7 +54,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..schemes.plan import Placement, StepPlan
+from ..schemes.plan import Placement, PlanError, StepPlan
+from ..schemes.policies.rules import assign_recovery, backup_copies, speculation_start
 
 __all__ = ["Speculation", "StepOutcome", "PlanCache", "step_time", "step_time_reference",
            "time_unit", "SPEED_BLIND"]
@@ -150,43 +156,30 @@ def _aligned(values, avail: tuple, name: str, default: float | None) -> np.ndarr
     return arr
 
 
-def _speculation_time(durations: np.ndarray, n_tasks: int, spec: Speculation) -> float:
-    """Earliest ``t`` with at least ``spec.min_completed(n_tasks)`` tasks completed and
-    ``t >= multiplier * median(completed durations)`` (all tasks start at 0)."""
-    d = np.sort(durations[np.isfinite(durations)])
-    m = d.size
-    k0 = spec.min_completed(n_tasks)
-    if m < k0:
-        return math.inf
-    k = np.arange(k0, m + 1)
-    med = 0.5 * (d[(k - 1) // 2] + d[k // 2])
-    lo = d[k - 1]
-    hi = np.append(d[1:], math.inf)[k - 1]
-    cand = np.maximum(lo, spec.multiplier * med)
-    ok = np.flatnonzero(cand < hi)
-    return float(cand[ok[0]]) if ok.size else math.inf
-
-
 class _PlacementIndex:
-    """Which machines store a row range, by bisection over the placement's blocks."""
+    """Which machines store a row range, by bisection over the placement's blocks: the fast path
+    of :meth:`~elastic_coded.schemes.plan.Placement.holders_of` (same answers, tested)."""
 
     def __init__(self, placement: Placement):
         blocks = sorted(placement.blocks, key=lambda b: b.start)
         self.starts = [b.start for b in blocks]
         self.stops = [b.stop for b in blocks]
-        self.holders = [frozenset(b.holders) for b in blocks]
+        self.holders = [tuple(b.holders) for b in blocks]
 
-    def holders_of(self, rows) -> frozenset:
-        a, b = rows
-        i = bisect.bisect_right(self.starts, a) - 1
-        if i < 0 or self.stops[i] <= a:
-            return frozenset()
-        out = self.holders[i]
-        while self.stops[i] < b:
+    def spans(self, rows, present) -> list:
+        """``Placement.holders_of(rows, present)``; ``present`` a set."""
+        a0, b0 = rows
+        i = max(0, bisect.bisect_right(self.starts, a0) - 1)
+        out: list = []
+        while i < len(self.starts) and self.starts[i] < b0:
+            a, b = max(self.starts[i], a0), min(self.stops[i], b0)
+            if a < b:
+                hs = [m for m in self.holders[i] if m in present]
+                if out and out[-1][1] == a and set(out[-1][2]) & set(hs):
+                    out[-1] = (out[-1][0], b, [m for m in out[-1][2] if m in hs])
+                else:
+                    out.append((a, b, hs))
             i += 1
-            if i >= len(self.starts) or self.starts[i] != self.stops[i - 1]:
-                return frozenset()
-            out = out & self.holders[i]
         return out
 
 
@@ -261,11 +254,21 @@ def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndar
     return StepOutcome(step, kth, f_live, recovered, redispatched, copies, t_spec)
 
 
+def _live_spans(comp: _Compiled, index: Callable[[], _PlacementIndex],
+                crashed: np.ndarray | None) -> Callable:
+    """``rows -> [(start, stop, [plan positions of live holders]), ...]``."""
+    idx = index()
+    avail = comp.plan.available
+    live = {m for i, m in enumerate(avail) if crashed is None or not crashed[i]}
+    return lambda rows: [(a, b, [comp.pos[m] for m in hs]) for a, b, hs in idx.spans(rows, live)]
+
+
 def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
              f: np.ndarray, f_live: np.ndarray, crashed: np.ndarray, free: np.ndarray,
              eff: np.ndarray, est: np.ndarray, ts: float, crash_at: float):
-    """Re-dispatch the tasks of crashed machines (module docstring); updates ``kth`` and
-    ``free`` in place.  Returns ``(recovered pieces, tasks re-dispatched, lost)``."""
+    """Re-dispatch the tasks of crashed machines (module docstring; the targets by
+    :func:`~elastic_coded.schemes.policies.rules.assign_recovery`); updates ``kth`` and ``free``
+    in place.  Returns ``(recovered pieces, tasks re-dispatched, lost)``."""
     plan, L, n = comp.plan, comp.L, comp.n
     events = sorted((crash_at * f[i], int(comp.rank[i]), int(i))
                     for i in np.flatnonzero(crashed) if comp.work[i] > 0)
@@ -273,25 +276,25 @@ def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndar
     results = {p: sorted(f_live[j] for j in comp.piece_idx[p] if j < n and not crashed[j])
                for p in affected}
     short = tuple(p for p in affected if len(results[p]) < L)
-    idx = index() if events else None
+    spans = _live_spans(comp, index, crashed) if events else None
     redone = 0
     for t, _, i in events:
-        load: dict[int, int] = {}
-        for p in comp.pieces_of(i):
-            res = results[p]
-            if len(res) >= L and res[L - 1] <= t:
-                continue  # decoded before the crash was noticed
-            rows = plan.groups[plan.pieces[p].group].rows
-            cands = [comp.pos[m] for m in idx.holders_of(rows) if m in comp.pos]
-            cands = [j for j in cands if not crashed[j]]
-            if not cands:
-                kth[list(short)] = np.inf
-                return short, redone, True
-            h = min(cands, key=lambda j: (load.get(j, 0) / est[j], comp.rank[j]))
-            load[h] = load.get(h, 0) + rows[1] - rows[0]
-            free[h] = max(t, free[h]) + comp.task_work[p] / eff[h] * ts
-            bisect.insort(res, free[h])
-            redone += 1
+        # tasks of pieces not decoded before the crash was noticed
+        lost = [p for p in comp.pieces_of(i) if len(results[p]) < L or results[p][L - 1] > t]
+        rows = [plan.groups[plan.pieces[p].group].rows for p in lost]
+        try:
+            parts = assign_recovery(rows, spans, est, comp.rank)
+        except PlanError:
+            kth[list(short)] = np.inf
+            return short, redone, True
+        done = [t] * len(lost)
+        for k, a, b, h in parts:
+            size = rows[k][1] - rows[k][0]
+            free[h] = max(t, free[h]) + comp.task_work[lost[k]] * (b - a) / size / eff[h] * ts
+            done[k] = max(done[k], free[h])
+        for k, p in enumerate(lost):
+            bisect.insort(results[p], done[k])
+        redone += len(lost)
     for p in affected:
         kth[p] = results[p][L - 1]
     return short, redone, False
@@ -300,39 +303,41 @@ def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndar
 def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
                f: np.ndarray, crashed: np.ndarray | None, free: np.ndarray, eff: np.ndarray,
                ts: float, crash_at: float, spec: Speculation) -> tuple[int, float]:
+    """Backup copies (module docstring; the copies by
+    :func:`~elastic_coded.schemes.policies.rules.backup_copies`); updates ``kth`` and ``free``
+    in place.  Returns ``(copies, t*)``."""
     if comp.K != 1:
         raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
                          f"L={comp.plan.L}, S={comp.plan.S}")
     n = comp.n
     orig = comp.piece_idx[:, 0]
     f_live = f if crashed is None else np.where(crashed, np.inf, f)
-    t_star = _speculation_time(np.append(f_live, np.inf)[orig], orig.size, spec)
+    t_star = speculation_start(np.append(f_live, np.inf)[orig], spec.multiplier,
+                               spec.min_completed(orig.size))
     if not math.isfinite(t_star):
         return 0, t_star
     # calls still in flight at t*: a machine's own call, unless it returned or its crash was noticed
-    own = np.append(f_live, 0.0)
-    if crashed is not None:
-        own = np.append(np.where(crashed, crash_at * f, f_live), 0.0)
-    running = np.flatnonzero((kth > t_star) & (own[orig] > t_star))
-    if not running.size:
+    own = f_live if crashed is None else np.where(crashed, crash_at * f, f_live)
+    due = np.flatnonzero((comp.work > 0) & (own > t_star))
+    if not due.size:
         return 0, t_star
-    busy = (((comp.work > 0) & (own[:n] > t_star)).astype(np.int64)
+    busy = (((comp.work > 0) & (own > t_star)).astype(np.int64)
             + (free > np.maximum(f_live, t_star)))
-    idx = index()
+    spans = _live_spans(comp, index, crashed)
     plan = comp.plan
-    copies = 0
-    for p in running:
-        rows = plan.groups[plan.pieces[p].group].rows
-        cands = [comp.pos[m] for m in idx.holders_of(rows) if m in comp.pos]
-        cands = [j for j in cands if j != orig[p] and (crashed is None or not crashed[j])]
-        if not cands:
-            continue
-        h = min(cands, key=lambda j: (busy[j], comp.rank[j]))
-        busy[h] += 1
+    calls = [(int(i), int(i), comp.pieces_of(int(i))) for i in due]
+    holders = {}
+    for _, _, pieces in calls:
+        for p in pieces:
+            sp = spans(plan.groups[plan.pieces[p].group].rows)
+            holders[p] = sp[0][2] if len(sp) == 1 else []
+    copies = backup_copies(calls, holders, dict(enumerate(busy.tolist())),
+                           lambda p: kth[p] > t_star, comp.rank)
+    for i, k, h in copies:
+        p = comp.pieces_of(i)[k]
         free[h] = max(t_star, free[h]) + comp.task_work[p] / eff[h] * ts
         kth[p] = min(kth[p], free[h])
-        copies += 1
-    return copies, t_star
+    return len(copies), t_star
 
 
 # ------------------------------------------------------------------------------------------------
@@ -384,95 +389,116 @@ def step_time(plan: StepPlan, placement: Placement, speeds, slowdowns=None, cras
 def step_time_reference(plan: StepPlan, placement: Placement, speeds, slowdowns=None, crashed=(),
                         estimates=None, time_scale: float = 1.0, crash_at: float = 0.5,
                         speculation: Speculation | None = None) -> StepOutcome:
-    """The same as :func:`step_time`, written as plain loops over machines, pieces and events:
-    the reference semantics (module docstring)."""
+    """The same as :func:`step_time`, written as plain loops over machines, pieces and events,
+    with the holders from :meth:`~elastic_coded.schemes.plan.Placement.holders_of`: the
+    reference semantics (module docstring)."""
     avail, sp, sl, est, crashed = _step_inputs(plan, speeds, slowdowns, crashed, estimates,
                                                time_scale, crash_at)
     L = plan.L
-    speed = {m: float(sp[i]) / float(sl[i]) for i, m in enumerate(avail)}
-    estd = {m: float(est[i]) for i, m in enumerate(avail)}
-    tw = _task_work(plan)
-    work = {m: 0.0 for m in avail}
-    for pi, piece in enumerate(plan.pieces):
-        for m in piece.machines:
-            work[m] += tw[pi]
-    finish = {m: work[m] / speed[m] * time_scale for m in avail}
-    live = {m: (math.inf if m in crashed else finish[m]) for m in avail}
-    results = {pi: sorted(live[m] for m in p.machines if m not in crashed)
-               for pi, p in enumerate(plan.pieces)}
-    short = tuple(pi for pi in range(len(plan.pieces)) if len(results[pi]) < L
-                  and any(m in crashed and work[m] > 0 for m in plan.pieces[pi].machines))
-    free = dict(live)
-
-    def holders(rows):
-        return [m for m in avail if m not in crashed and any(
-            a <= rows[0] and rows[1] <= b for a, b in placement.rows_of(m))]
-
-    key = {m: r for r, m in enumerate(_sort_key(avail))}
-    redone = 0
-    ok = True
-    for t, _, m in sorted((crash_at * finish[m], key[m], m) for m in crashed if work[m] > 0):
-        load: dict = {}
-        for pi, p in enumerate(plan.pieces):
-            if m not in p.machines:
-                continue
-            if len(results[pi]) >= L and results[pi][L - 1] <= t:
-                continue
-            rows = plan.groups[p.group].rows
-            hs = holders(rows)
-            if not hs:
-                ok = False
-                break
-            h = min(hs, key=lambda x: (load.get(x, 0) / estd[x], key[x]))
-            load[h] = load.get(h, 0) + rows[1] - rows[0]
-            free[h] = max(t, free[h]) + tw[pi] / speed[h] * time_scale
-            results[pi] = sorted(results[pi] + [free[h]])
-            redone += 1
-        if not ok:
-            break
+    r = _Reference(plan, placement, avail, sp, sl, est, crashed, time_scale, crash_at)
+    short = tuple(pi for pi in range(len(plan.pieces)) if len(r.results[pi]) < L
+                  and any(m in crashed and r.work[m] > 0 for m in plan.pieces[pi].machines))
+    redone, ok = r.recover()
     if not ok:  # a lost step: the short pieces never decode, the others from their originals
-        results = {pi: sorted(live[m] for m in p.machines if m not in crashed)
-                   for pi, p in enumerate(plan.pieces)}
-    piece_times = [results[pi][L - 1] if len(results[pi]) >= L else math.inf
+        r.results = r.originals()
+    piece_times = [r.results[pi][L - 1] if len(r.results[pi]) >= L else math.inf
                    for pi in range(len(plan.pieces))]
     copies, t_star = 0, math.inf
     if speculation is not None and ok:
+        copies, t_star = r.speculate(piece_times, speculation)
+    pt = np.asarray(piece_times, dtype=np.float64)
+    total = (float(pt.max()) if pt.size else 0.0) if ok else math.inf
+    return StepOutcome(total, pt, np.array([r.live[m] for m in avail]), short, redone, copies,
+                       t_star)
+
+
+class _Reference:
+    """State of one reference step (:func:`step_time_reference`), by machine id."""
+
+    def __init__(self, plan, placement, avail, sp, sl, est, crashed, ts, crash_at):
+        self.plan, self.avail, self.crashed, self.ts, self.crash_at = (plan, avail, crashed, ts,
+                                                                       crash_at)
+        self.speed = {m: float(sp[i]) / float(sl[i]) for i, m in enumerate(avail)}
+        self.est = {m: float(est[i]) for i, m in enumerate(avail)}
+        self.tw = _task_work(plan)
+        self.work = {m: 0.0 for m in avail}
+        for pi, piece in enumerate(plan.pieces):
+            for m in piece.machines:
+                self.work[m] += self.tw[pi]
+        self.finish = {m: self.work[m] / self.speed[m] * ts for m in avail}
+        self.live = {m: (math.inf if m in crashed else self.finish[m]) for m in avail}
+        self.results = self.originals()
+        self.free = dict(self.live)
+        self.key = {m: r for r, m in enumerate(_sort_key(avail))}
+        alive = [m for m in avail if m not in crashed]
+        self.spans = lambda rows: placement.holders_of(rows, alive)
+
+    def originals(self) -> dict:
+        return {pi: sorted(self.live[m] for m in p.machines if m not in self.crashed)
+                for pi, p in enumerate(self.plan.pieces)}
+
+    def _run(self, h, start: float, work: float) -> float:
+        self.free[h] = max(start, self.free[h]) + work / self.speed[h] * self.ts
+        return self.free[h]
+
+    def recover(self) -> tuple[int, bool]:
+        """Re-dispatch every crashed machine's tasks, crash by crash; ``(tasks, ok)``."""
+        plan, L, redone = self.plan, self.plan.L, 0
+        for t, _, m in sorted((self.crash_at * self.finish[m], self.key[m], m)
+                              for m in self.crashed if self.work[m] > 0):
+            lost = [pi for pi, p in enumerate(plan.pieces) if m in p.machines
+                    and not (len(self.results[pi]) >= L and self.results[pi][L - 1] <= t)]
+            rows = [plan.groups[plan.pieces[pi].group].rows for pi in lost]
+            try:
+                parts = assign_recovery(rows, self.spans, self.est, self.key)
+            except PlanError:
+                return redone, False
+            done = [t] * len(lost)
+            for k, a, b, h in parts:
+                work = self.tw[lost[k]] * (b - a) / (rows[k][1] - rows[k][0])
+                done[k] = max(done[k], self._run(h, t, work))
+            for k, pi in enumerate(lost):
+                self.results[pi] = sorted(self.results[pi] + [done[k]])
+            redone += len(lost)
+        return redone, True
+
+    def speculate(self, piece_times: list, spec: Speculation) -> tuple[int, float]:
+        """Backup copies at the one time they start (plain loops); updates ``piece_times``."""
+        plan = self.plan
         if plan.K != 1:
             raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
                              f"L={plan.L}, S={plan.S}")
-        done = sorted(live[p.machines[0]] for p in plan.pieces if p.machines[0] not in crashed)
-        need = speculation.min_completed(len(plan.pieces))
-        for k in range(need, len(done) + 1):
-            head = done[:k]
-            med = (head[(k - 1) // 2] + head[k // 2]) / 2
-            t = max(done[k - 1], speculation.multiplier * med)
-            nxt = done[k] if k < len(done) else math.inf
-            if t < nxt:
+        done = sorted(self.live[p.machines[0]] for p in plan.pieces
+                      if p.machines[0] not in self.crashed)
+        t_star = math.inf
+        for k in range(spec.min_completed(len(plan.pieces)), len(done) + 1):
+            med = (done[:k][(k - 1) // 2] + done[:k][k // 2]) / 2
+            t = max(done[k - 1], spec.multiplier * med)
+            if t < (done[k] if k < len(done) else math.inf):
                 t_star = t
                 break
-        if math.isfinite(t_star):
-            def own(m):  # when the machine's own call stops being in flight
-                return crash_at * finish[m] if m in crashed else live[m]
+        if not math.isfinite(t_star):
+            return 0, t_star
 
-            busy = {m: int(work[m] > 0 and own(m) > t_star) + int(free[m] > max(live[m], t_star))
-                    for m in avail}
-            for pi, p in enumerate(plan.pieces):
-                first = p.machines[0]
-                if piece_times[pi] <= t_star or own(first) <= t_star:
-                    continue
-                rows = plan.groups[p.group].rows
-                hs = [h for h in holders(rows) if h != first]
-                if not hs:
-                    continue
-                h = min(hs, key=lambda x: (busy[x], key[x]))
-                busy[h] += 1
-                free[h] = max(t_star, free[h]) + tw[pi] / speed[h] * time_scale
-                piece_times[pi] = min(piece_times[pi], free[h])
-                copies += 1
-    pt = np.asarray(piece_times, dtype=np.float64)
-    total = (float(pt.max()) if pt.size else 0.0) if ok else math.inf
-    return StepOutcome(total, pt, np.array([live[m] for m in avail]), short, redone, copies,
-                       t_star)
+        def own(m):  # when the machine's own call stops being in flight
+            return self.crash_at * self.finish[m] if m in self.crashed else self.live[m]
+
+        busy = {m: int(self.work[m] > 0 and own(m) > t_star)
+                + int(self.free[m] > max(self.live[m], t_star)) for m in self.avail}
+        calls = [(m, m, [pi for pi, p in enumerate(plan.pieces) if p.machines[0] == m])
+                 for m in self.avail if self.work[m] > 0 and own(m) > t_star]
+        holders = {}
+        for _, _, pieces in calls:
+            for pi in pieces:
+                sp = self.spans(plan.groups[plan.pieces[pi].group].rows)
+                holders[pi] = sp[0][2] if len(sp) == 1 else []
+        copies = backup_copies(calls, holders, busy, lambda pi: piece_times[pi] > t_star,
+                               self.key)
+        pieces_of = {m: pieces for m, _, pieces in calls}
+        for m, k, h in copies:
+            pi = pieces_of[m][k]
+            piece_times[pi] = min(piece_times[pi], self._run(h, t_star, self.tw[pi]))
+        return len(copies), t_star
 
 
 # ------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..schemes.policies.rules import update_speed
 from ..schemes.registry import SPECULATION, get_policy, ideal_time
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
@@ -378,8 +379,9 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
 
 def _learn(est: np.ndarray, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,
            crashed: np.ndarray | None, ts: float) -> None:
-    """The controller's update (``Controller.report``): EMA 0.5 of the measured speed of machines
-    that returned, and of the upper bound ``work / step time`` of those cancelled when lower."""
+    """The controller's update (:func:`~elastic_coded.schemes.policies.rules.update_speed`) from
+    the measured speed of machines that returned, and the upper bound ``work / step time`` of
+    those cancelled."""
     work = comp.work
     f = out.finish
     T = out.time
@@ -387,8 +389,5 @@ def _learn(est: np.ndarray, slots: np.ndarray, comp: _Compiled, out, eff: np.nda
     if crashed is not None:
         has &= ~crashed
     done = has & (f <= T)
-    cancelled = has & (f > T)
-    value = np.where(done, eff, work * ts / T)
-    old = est[slots]
-    upd = done | (cancelled & (value < old))
-    est[slots] = np.where(upd, 0.5 * old + 0.5 * value, old)
+    value = np.where(done, eff, np.where(has, work * ts / T, np.nan))
+    est[slots] = update_speed(est[slots], value, ~done)

@@ -10,14 +10,19 @@ import numpy as np
 import pytest
 
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
-from elastic_coded.schemes.plan import Group, Piece, Placement, RowBlock, StepPlan
+from elastic_coded.schemes.plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
+from elastic_coded.schemes.policies.rules import (assign_recovery, backup_copies, backup_due,
+                                                  backup_target, recovery_target,
+                                                  speculation_start, update_speed)
 from elastic_coded.schemes.registry import POLICIES, get_policy
-from elastic_coded.schemes.usctec import SpeedModel, cyclic_placement, design_placement, plan_step
+from elastic_coded.schemes.usctec import (SpeedModel, cyclic_placement, design_placement,
+                                          extend_placement, plan_step)
 from elastic_coded.sim import (BOUNDS, Compose, EqualSpeeds, FixedSpeeds, IIDStragglers,
                                LinearSpeeds, MarkovStragglers, NoDelays, PlanCache,
                                ShiftedExponential, SlowSpells, Speculation, TraceDelays,
                                UniformSpeeds, VARIANTS, Variant, make_trace, simulate, step_time,
                                step_time_reference, time_unit)
+from elastic_coded.sim.executor import _PlacementIndex
 
 ALL = ("uncoded", "speculative", "cyclic", "cec", "usctec-cyclic", "usctec", "ideal", "lower_bound")
 
@@ -346,6 +351,104 @@ def test_custom_plan_function():
                    policies=(Variant("custom", half_speed_usctec, "design"), "usctec"),
                    design_samples=2)
     assert res.times["custom"] == pytest.approx(res.times["usctec"])
+
+
+# --- the shared rules (elastic_coded.schemes.policies.rules) --------------------------------------
+def _three_blocks():
+    return Placement(12, tuple("abcde"), (1.0,) * 5,
+                     (RowBlock(0, 4, ("a", "b", "c")), RowBlock(4, 8, ("b", "c", "d")),
+                      RowBlock(8, 12, ("d", "e"))))
+
+
+@pytest.mark.parametrize("rows, present, spans", [
+    # neighbours sharing a present holder join, keeping the shared ones
+    ((2, 10), "abcde", [(2, 8, ["b", "c"]), (8, 10, ["d", "e"])]),
+    ((2, 10), "ad", [(2, 4, ["a"]), (4, 10, ["d"])]),
+    ((0, 4), "de", [(0, 4, [])]),            # nobody present stores it
+    ((5, 7), "bd", [(5, 7, ["b", "d"])]),     # inside one block
+])
+def test_holders_of_hand_checked(rows, present, spans):
+    pl = _three_blocks()
+    assert pl.holders_of(rows, set(present)) == spans
+    assert _PlacementIndex(pl).spans(rows, set(present)) == spans
+
+
+def test_placement_index_matches_holders_of_on_churned_placements():
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        N = int(rng.integers(6, 12))
+        pl = design_placement(int(rng.integers(5 * N, 15 * N)), ids(N), [1.0] * N,
+                              SpeedModel(tuple(rng.uniform(1, 3, N)), 0.1, 5.0), 2, 1,
+                              samples=2, seed=trial)
+        for j in range(2):  # joiners split blocks
+            pl, _ = extend_placement(pl, f"j{j}", 0.5)
+        idx = _PlacementIndex(pl)
+        for _ in range(40):
+            a = int(rng.integers(0, pl.num_rows))
+            rows = (a, int(rng.integers(a + 1, pl.num_rows + 1)))
+            present = set(rng.choice(list(pl.machines), size=int(rng.integers(1, N)),
+                                     replace=False).tolist())
+            assert idx.spans(rows, present) == pl.holders_of(rows, present)
+
+
+def test_update_speed_rule():
+    assert update_speed(2.0, 4.0) == pytest.approx(3.0)
+    assert update_speed(2.0, 4.0, upper=True) == 2.0      # an upper bound above: no news
+    assert update_speed(2.0, 1.0, upper=True) == pytest.approx(1.5)
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        assert update_speed(2.0, bad) == 2.0
+    out = update_speed(np.array([1.0, 2.0, 3.0]), np.array([3.0, 4.0, 1.0]),
+                       np.array([False, True, True]))
+    assert out.tolist() == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_assign_recovery_rule():
+    pl = _three_blocks()
+    spans = lambda rows: pl.holders_of(rows, {"b", "c", "d"})  # noqa: E731
+    speed = {"b": 1.0, "c": 2.0, "d": 1.0}
+    # task 0 rows 0:4 -> holders b, c: load 0 each, tie on id -> b (4 rows, load/speed 4);
+    # task 1 rows 4:8 -> b 4/1, c 0/2, d 0/1: c and d tie at 0 -> c (smaller id)
+    # task 2 rows 4:6 -> b 4, c 4/2 = 2, d 0 -> d
+    assert assign_recovery([(0, 4), (4, 8), (4, 6)], spans, speed) == [
+        (0, 0, 4, "b"), (1, 4, 8, "c"), (2, 4, 6, "d")]
+    # a task over two spans: each span its own target
+    assert assign_recovery([(2, 10)], lambda r: pl.holders_of(r, {"a", "d"}),
+                           {"a": 1.0, "d": 1.0}) == [(0, 2, 4, "a"), (0, 4, 10, "d")]
+    # ties broken by tie[h] where given
+    assert recovery_target(["b", "c"], {}, {"b": 1, "c": 1}, tie={"b": 1, "c": 0}) == "c"
+    with pytest.raises(PlanError, match="no live machine stores rows 0:4"):
+        assign_recovery([(0, 4)], lambda r: pl.holders_of(r, {"e"}), {"e": 1.0})
+
+
+def test_backup_rules():
+    assert not backup_due(1.0, None, 1.5)
+    assert backup_due(1.5, 1.0, 1.5) and not backup_due(1.49, 1.0, 1.5)
+    holders = {0: ["a", "b"], 1: ["a", "c"], 2: ["b"], 3: ["c", "d"]}
+    calls = [("k1", "a", [0, 1]), ("k2", "b", [2]), ("k3", "d", [3])]
+    # a's task 0 -> b (only other); a's task 1 -> c (busy 0 vs ...); b's task 2: no other holder;
+    # d's task 3 -> c (the only other), now busy 2
+    out = backup_copies(calls, holders, {"b": 0, "c": 0})
+    assert out == [("k1", 0, "b"), ("k1", 1, "c"), ("k3", 0, "c")]
+    # busy machines lose to idle ones; pieces already decoded get no copy
+    out = backup_copies(calls, holders, {"b": 0, "c": 3, "d": 0}, needed=lambda p: p != 0)
+    assert out == [("k1", 1, "c"), ("k3", 0, "c")]
+    assert backup_target(["c", "d"], {"c": 1}) == "d"
+
+
+def test_speculation_start_against_brute_force():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        d = rng.exponential(1.0, size=int(rng.integers(1, 9)))
+        d[rng.random(d.size) < 0.2] = np.inf
+        mult, k0 = float(rng.uniform(1, 3)), int(rng.integers(1, 4))
+        # brute force over a fine grid of candidate times (the answer is a completion time or
+        # mult * a median, both among these)
+        fin = np.sort(d[np.isfinite(d)])
+        cands = sorted(set(fin.tolist()) | {mult * float(np.median(fin[:k]))
+                                             for k in range(1, fin.size + 1)})
+        want = next((t for t in cands if (fin <= t).sum() >= k0
+                     and t >= mult * float(np.median(fin[fin <= t]))), math.inf)
+        assert speculation_start(d, mult, k0) == pytest.approx(want)
 
 
 # --- the plan cache -------------------------------------------------------------------------------

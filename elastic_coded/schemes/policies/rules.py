@@ -1,0 +1,205 @@
+"""Scheduling rules the runtime and the simulator both apply, as small pure functions over plain
+data (machine ids, row ranges, mappings).  Pure: no Ray.
+
+Each rule is written once, here; the runtime's driver and controller and the simulator call it,
+so a simulated step makes the same choices a real one does.
+
+USCTEC family (MATH.md §1):
+
+* :func:`assign_recovery` (with :func:`recovery_target`): where the tasks a crash lost run again.
+* :func:`backup_copies` (with :func:`backup_target`, :func:`backup_due`) and
+  :func:`speculation_start`: speculative backup copies (the ``speculative`` policy).
+* :func:`update_speed`: the speed estimate after a step.
+
+Heterogeneous masters (MATH.md §3):
+
+* :func:`hetero_needs_replan`: whether the storage is planned anew for the machines present.
+* :func:`top_up`: which other holders are asked for more of a master's coded rows.
+
+Pacing of the model-driven policies (unified, MATH.md §2; hetero, MATH.md §3):
+
+* :func:`paced`: a call's duration from its model time; :func:`quorum_time`: when the fastest
+  ``q`` have finished.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..plan import PlanError
+from . import hetero as het
+
+__all__ = ["SPEED_EMA", "update_speed", "recovery_target", "assign_recovery", "backup_due",
+           "backup_target", "backup_copies", "speculation_start", "hetero_needs_replan",
+           "top_up", "paced", "quorum_time"]
+
+
+# -- speed estimates -----------------------------------------------------------------------------
+
+SPEED_EMA = 0.5
+"""Weight of a new measurement in the speed estimate."""
+
+
+def update_speed(est, value, upper=False):
+    """The speed estimate after a step: ``(1 - SPEED_EMA) est + SPEED_EMA value`` for a measured
+    ``value`` (a machine that returned), and for an upper bound (``upper``: a machine cancelled
+    after ``value`` of the time) only when it is lower than the estimate.  A value that is not
+    positive and finite changes nothing.  Scalars or numpy arrays (elementwise)."""
+    est_a, val_a, up_a = np.broadcast_arrays(np.asarray(est, dtype=np.float64),
+                                             np.asarray(value, dtype=np.float64),
+                                             np.asarray(upper, dtype=bool))
+    ok = np.isfinite(val_a) & (val_a > 0) & (~up_a | (val_a < est_a))
+    out = np.where(ok, (1.0 - SPEED_EMA) * est_a + SPEED_EMA * val_a, est_a)
+    return float(out) if out.ndim == 0 else out
+
+
+# -- recovery after a crash ----------------------------------------------------------------------
+
+def _key(h, tie):
+    return h if tie is None else tie[h]
+
+
+def recovery_target(holders: Iterable, load: Mapping, speed, tie=None):
+    """The holder to run lost rows on: the fewest rows already given to it in this recovery per
+    unit of its speed estimate (``load[h] / speed[h]``), then the smallest id (or ``tie[h]``
+    where ids do not order)."""
+    return min(holders, key=lambda h: (load.get(h, 0) / speed[h], _key(h, tie)))
+
+
+def assign_recovery(lost_rows: Sequence[tuple], spans: Callable, speed, tie=None) -> list:
+    """Where the tasks a crash lost run again.
+
+    ``lost_rows[i]``: the rows ``(start, stop)`` of lost task ``i``, in the order they are
+    re-planned; ``spans(rows)``: ``[(start, stop, [live holders]), ...]`` (what
+    :meth:`~elastic_coded.schemes.plan.Placement.holders_of` returns); ``speed[h]``: speed
+    estimates.  Each span goes to its :func:`recovery_target`, the rows counting towards that
+    holder's load for the spans after it.  Returns ``[(i, start, stop, holder), ...]``; raises
+    :class:`~elastic_coded.schemes.plan.PlanError` when no live machine stores a span."""
+    load: dict = {}
+    out = []
+    for i, rows in enumerate(lost_rows):
+        for a, b, holders in spans(rows):
+            if not holders:
+                raise PlanError(f"recover: no live machine stores rows {a}:{b}")
+            h = recovery_target(holders, load, speed, tie)
+            load[h] = load.get(h, 0) + b - a
+            out.append((i, a, b, h))
+    return out
+
+
+# -- speculative backups -------------------------------------------------------------------------
+
+def backup_due(elapsed: float, median_done: float | None, factor: float) -> bool:
+    """A call running for ``elapsed`` gets backup copies once at least one call has completed
+    and ``elapsed >= factor * median_done`` (the median completed call's time)."""
+    return median_done is not None and elapsed >= factor * median_done
+
+
+def backup_target(others: Iterable, busy: Mapping, tie=None):
+    """The holder to run a backup copy on: the fewest calls in flight, then the smallest id (or
+    ``tie[h]``)."""
+    return min(others, key=lambda h: (busy.get(h, 0), _key(h, tie)))
+
+
+def backup_copies(calls: Iterable, holders: Mapping, busy: Mapping,
+                  needed: Callable = lambda piece: True, tie=None) -> list:
+    """Backup copies of the calls due for them (:func:`backup_due`).
+
+    ``calls``: ``[(key, machine, pieces), ...]`` in dispatch order, ``pieces`` the piece of each
+    of the call's tasks; ``holders[piece]``: the machines storing the piece's rows;
+    ``busy[h]``: calls in flight on ``h``.  Every task whose piece is still ``needed`` and has
+    a holder other than its machine gets one copy on the :func:`backup_target`, which counts as
+    one more call in flight for the tasks after it.  Returns ``[(key, task index, holder)]``."""
+    busy = dict(busy)
+    out = []
+    for key, machine, pieces in calls:
+        for i, piece in enumerate(pieces):
+            others = [h for h in holders.get(piece, ()) if h != machine]
+            if not others or not needed(piece):
+                continue
+            h = backup_target(others, busy, tie)
+            busy[h] = busy.get(h, 0) + 1
+            out.append((key, i, h))
+    return out
+
+
+def speculation_start(durations, multiplier: float, min_completed: int = 1) -> float:
+    """When backups start if every call starts at 0 and takes ``durations`` (``inf``: never
+    returns): the earliest ``t`` with at least ``min_completed`` calls completed by ``t`` and
+    ``t >= multiplier * median(durations completed by t)``; ``inf`` if never.  The runtime's
+    driver reaches the same ``t`` online (it wakes at ``multiplier`` times the current median
+    and looks again whenever a call completes)."""
+    d = np.sort(np.asarray(durations, dtype=np.float64))
+    d = d[np.isfinite(d)]
+    m = d.size
+    k0 = max(1, int(min_completed))
+    if m < k0:
+        return math.inf
+    k = np.arange(k0, m + 1)
+    med = 0.5 * (d[(k - 1) // 2] + d[k // 2])
+    lo = d[k - 1]
+    hi = np.append(d[1:], math.inf)[k - 1]
+    cand = np.maximum(lo, multiplier * med)
+    ok = np.flatnonzero(cand < hi)
+    return float(cand[ok[0]]) if ok.size else math.inf
+
+
+# -- heterogeneous masters -----------------------------------------------------------------------
+
+def hetero_needs_replan(storage, present, fresh=()) -> bool:
+    """The heterogeneous-masters storage is planned anew (:func:`~.hetero.plan_storage`) when
+    there is none yet, when a machine joined (``fresh``: it holds nothing, whatever its id held
+    before) or when the machines present are not the ones it was planned for."""
+    return storage is None or bool(set(fresh)) or set(storage.machines) != set(present)
+
+
+def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int]:
+    """More of master ``m``'s coded rows, until ``L_m`` are received or in flight.
+
+    ``have``: the coded rows of ``m`` received or in flight; ``busy``: machines with a call in
+    flight; ``usable``: machines that may be asked (present, not known dead).  Holders of ``m``
+    are asked in the order idle first, then the smallest expected time of their block
+    (:func:`~.hetero.expected_time`), then id; each is asked for its ranges not all in
+    ``have``, until the new rows reach the need.  Returns ``([(machine, ranges), ...],
+    short)``, ``short > 0`` being the rows no usable holder can give (the master cannot
+    decode)."""
+    have = set(have)
+    need = storage.L[m] - len(have)
+    busy, usable = set(busy), set(usable)
+    order = sorted((n for n in storage.holders(m) if n in usable),
+                   key=lambda n: (n in busy, het.expected_time(storage, m, n), str(n)))
+    out = []
+    for n in order:
+        if need <= 0:
+            break
+        ranges = tuple((a, b) for a, b in storage.rows_of(m, n) if not set(range(a, b)) <= have)
+        if not ranges:
+            continue
+        new = {i for a, b in ranges for i in range(a, b)} - have
+        out.append((n, ranges))
+        need -= len(new)
+        have |= new
+    return out, max(0, need)
+
+
+# -- pacing of the model-driven policies ---------------------------------------------------------
+
+def paced(model_time, time_scale: float, slow=1.0, speed=1.0):
+    """A call's duration from its model time (time units): ``model_time * time_scale * slow /
+    speed`` (unified's Map: the drawn latency over the machine's speed; hetero: the drawn
+    processing time, ``speed`` 1).  Scalars or numpy arrays."""
+    return model_time * time_scale * slow / speed
+
+
+def quorum_time(finish, q: int) -> float:
+    """When the fastest ``q`` of ``finish`` have finished (``inf`` when fewer than ``q`` ever
+    do)."""
+    f = np.asarray(finish, dtype=np.float64).reshape(-1)
+    if q < 1:
+        raise ValueError(f"q: at least 1, got {q!r}")
+    if f.size < q:
+        return math.inf
+    return float(np.partition(f, q - 1)[q - 1])
