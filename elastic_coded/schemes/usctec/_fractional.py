@@ -7,6 +7,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from ..plan import Placement, PlanError
+from ._layout import _flat
 
 
 def _present_atoms(placement: Placement, avail_index: dict, K: int):
@@ -41,7 +42,7 @@ def _step_lp(blocks_holders: list[list[int]], w: np.ndarray, s: np.ndarray, K: i
     """
     counts = np.array([len(h) for h in blocks_holders])
     atom_of = np.repeat(np.arange(len(blocks_holders)), counts)
-    mach_of = np.concatenate([np.asarray(h, dtype=np.int64) for h in blocks_holders])
+    mach_of = _flat(blocks_holders)
     forced = (counts == K)[atom_of]
     x = np.where(forced, w[atom_of], 0.0)
     fixed = np.bincount(mach_of[forced], weights=x[forced], minlength=s.size)

@@ -37,6 +37,11 @@ def _sorted_holders(hs) -> tuple:
         return tuple(sorted(hs, key=repr))
 
 
+def _flat(holders: list) -> np.ndarray:
+    """The atoms' holder indices, one after another (``holders[0]`` first)."""
+    return np.concatenate([np.asarray(h, dtype=np.int64) for h in holders])
+
+
 def _wrap_layout(sizes, seg_of, counts, K: int, extra_cuts=()) -> tuple[np.ndarray, np.ndarray]:
     """McNaughton's wrap-around rule, for many segments at once.
 

@@ -104,17 +104,28 @@ def _greedy_fill(r: np.ndarray, K: int, tol: float) -> tuple[list, float]:
     for _ in range(n + 1):
         if m <= tol:
             break
-        # K largest residuals (ties: lower index first, for determinism)
-        order = np.lexsort((np.arange(n), -r))
-        top, rest = order[:K], order[K:]
-        gamma = min(float(r[top].min()), m - (float(r[rest].max()) if rest.size else 0.0))
+        top, next_best = _top(r, K)
+        gamma = min(float(r[top].min()), m - next_best)
         if gamma <= tol:
             break
-        groups.append((gamma, tuple(sorted(int(i) for i in top))))
+        groups.append((gamma, tuple(top.tolist())))
         r[top] -= gamma
         m -= gamma
         r[np.abs(r) <= tol] = 0.0
     return groups, m
+
+
+def _top(r: np.ndarray, K: int) -> tuple[np.ndarray, float]:
+    """The indices (ascending) of the ``K`` largest entries of ``r``, ties to the lower index,
+    and the largest entry left out (0 when none is)."""
+    n = r.size
+    if n == K:
+        return np.arange(n), 0.0
+    part = -np.partition(-r, [K - 1, K])
+    kth, next_best = float(part[K - 1]), float(part[K])
+    above = np.flatnonzero(r > kth)
+    ties = np.flatnonzero(r == kth)[:K - above.size]
+    return np.sort(np.concatenate([above, ties])), next_best
 
 
 def _wrap_fill(r: np.ndarray, K: int, m: float) -> list[tuple[float, tuple[int, ...]]]:

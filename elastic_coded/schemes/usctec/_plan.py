@@ -8,6 +8,7 @@ import numpy as np
 from ..plan import Piece, Placement, StepPlan
 from ._checks import _check_enough, check_code, check_speeds
 from ._fractional import _present_atoms, _step_lp
+from ._layout import _flat
 from ._load import optimal_load
 from ._rounding import integer_rows, lay_out_groups
 
@@ -58,8 +59,7 @@ def plan_step(placement: Placement, available, speeds, L: int, S: int) -> StepPl
     y = integer_rows(R, holders, s, q, K, theta, c)
     groups = lay_out_groups(atoms, holders, y, avail, q, K)
     pieces = tuple(Piece(g, None, grp.machines) for g, grp in enumerate(groups))
-    rows = np.bincount(np.concatenate([np.asarray(h, dtype=np.int64) for h in holders]),
-                       weights=y, minlength=len(avail))
+    rows = np.bincount(_flat(holders), weights=y, minlength=len(avail))
     c_int = float(np.max(rows / (q * s)))
     return StepPlan(L, S, q, avail, tuple(s.tolist()), tuple(groups), pieces,
                     tuple(theta.tolist()), float(c), c_int)

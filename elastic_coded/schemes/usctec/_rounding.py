@@ -37,7 +37,7 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from ..plan import Group, PlanError, StepPlan
-from ._layout import _wrap_layout
+from ._layout import _flat, _wrap_layout
 
 __all__ = ["rounding_bound"]
 
@@ -187,7 +187,7 @@ def integer_rows(R: np.ndarray, holders: list, s: np.ndarray, q: int, K: int, th
         raise ValueError(f"num_rows: L+S times the rows ({K} x {q}) must stay below 2^31")
     R = np.asarray(R, dtype=np.int64)
     n_h = np.array([len(h) for h in holders])
-    flat = np.concatenate([np.asarray(h, dtype=np.int64) for h in holders])
+    flat = _flat(holders)
     edge_atom = np.repeat(np.arange(R.size), n_h)
     forced_edge = (n_h == K)[edge_atom]
     y = np.where(forced_edge, R[edge_atom], 0)
@@ -219,7 +219,7 @@ def lay_out_groups(atoms: list, holders: list, y: np.ndarray, avail: tuple, q: i
     R = np.array([sum(b.size for b in bs) for bs in atoms], dtype=np.int64)
     n_h = [len(h) for h in holders]
     edges, members = _wrap_layout(R, np.repeat(np.arange(len(atoms)), n_h), y, K, b_off[1:-1])
-    flat = np.concatenate([np.asarray(h, dtype=np.int64) for h in holders])
+    flat = _flat(holders)
     who = np.sort(flat[members], axis=1)
     bi = np.searchsorted(b_off, edges[:-1], side="right") - 1
     starts = np.array([b.start for b in blocks], dtype=np.int64)[bi] + edges[:-1] - b_off[bi]
