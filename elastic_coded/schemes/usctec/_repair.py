@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from typing import Hashable
 
 import numpy as np
@@ -36,35 +38,68 @@ def repair_placement(placement: Placement, present, L: int, S: int,
     if missing:
         raise ValueError(f"budgets: no storage budget for machines {missing}")
     pset = set(present)
-    rank = {m: i for i, m in enumerate(present)}
     cap = {m: math.floor(e[m] * q + 1e-9) for m in present}
     blocks = [RowBlock(b.start, b.stop, _sorted_holders(h for h in b.holders if h in pset))
               for b in placement.blocks]
-    used = {m: 0 for m in present}
-    for b in blocks:
-        for h in b.holders:
-            used[h] += b.size
+    spare = _Spare(present, cap, blocks)
     moved: list[tuple[int, int, Hashable]] = []
-    queue = sorted(blocks, key=lambda b: b.start)
+    queue = deque(sorted(blocks, key=lambda b: b.start))
     done: list[RowBlock] = []
     while queue:
-        b = queue.pop(0)
+        b = queue.popleft()
         if len(b.holders) >= K:
             done.append(b)
             continue
-        cands = [m for m in present if m not in b.holders and cap[m] - used[m] > 0]
-        if not cands:
+        m = spare.most(set(b.holders))
+        if m is None:
             # the greedy is stuck: re-place every block at once, moving as few rows as possible
             return _rebalance(placement, blocks, present, cap, K, e)
-        m = max(cands, key=lambda x: (cap[x] - used[x], -rank[x]))
-        take = min(cap[m] - used[m], b.size)
-        used[m] += take
+        take = spare.take(m, b.size)
         moved.append((b.start, b.start + take, m))
-        queue.insert(0, RowBlock(b.start, b.start + take, _sorted_holders(b.holders + (m,))))
         if take < b.size:
-            queue.insert(1, RowBlock(b.start + take, b.stop, b.holders))
+            queue.appendleft(RowBlock(b.start + take, b.stop, b.holders))
+        queue.appendleft(RowBlock(b.start, b.start + take, _sorted_holders(b.holders + (m,))))
     new = Placement(q, present, tuple(float(e[m]) for m in present), _merge_blocks(done))
     return new, moved
+
+
+class _Spare:
+    """Spare storage rows per present machine, and the machine with the most (ties: earliest in
+    ``present``) outside a given set, by a heap with lazy updates."""
+
+    def __init__(self, present: tuple, cap: dict, blocks: list[RowBlock]):
+        self.left = dict(cap)
+        for b in blocks:
+            for h in b.holders:
+                self.left[h] -= b.size
+        self.rank = {m: i for i, m in enumerate(present)}
+        self.heap = [(-self.left[m], self.rank[m], m) for m in present if self.left[m] > 0]
+        heapq.heapify(self.heap)
+
+    def most(self, exclude: set):
+        """The machine outside ``exclude`` with the most spare rows, or ``None``."""
+        skipped, found = [], None
+        while self.heap:
+            entry = heapq.heappop(self.heap)
+            neg, _, m = entry
+            if -neg != self.left[m]:
+                continue  # stale
+            if m in exclude:
+                skipped.append(entry)
+                continue
+            found = entry
+            break
+        for entry in skipped + ([found] if found else []):
+            heapq.heappush(self.heap, entry)
+        return None if found is None else found[2]
+
+    def take(self, m, rows: int) -> int:
+        """Give up to ``rows`` of ``m``'s spare rows; returns how many."""
+        n = min(self.left[m], rows)
+        self.left[m] -= n
+        if self.left[m] > 0:
+            heapq.heappush(self.heap, (-self.left[m], self.rank[m], m))
+        return n
 
 
 def _transport(blocks: list[RowBlock], present: tuple, cap: dict, K: int) -> np.ndarray:
