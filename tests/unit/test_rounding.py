@@ -120,3 +120,10 @@ def test_forced_atoms_are_exact():
     plan = plan_step(pl, range(10), np.linspace(1, 4, 10), 3, 1)
     assert plan.c_int == pytest.approx(plan.c, rel=1e-12)
     assert len(plan.groups) == len(pl.blocks)
+
+
+def test_row_count_limit_named():
+    q = 2**30
+    pl = Placement(q, (0, 1, 2), (1.0,) * 3, (RowBlock(0, q, (0, 1, 2)),))
+    with pytest.raises(ValueError, match=r"num_rows: L\+S times the rows \(3 x 1073741824\)"):
+        plan_step(pl, range(3), [1.0, 2.0, 3.0], 2, 1)

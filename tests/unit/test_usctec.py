@@ -408,3 +408,20 @@ def test_repair_impossible_budgets_raise():
     pl = cyclic_placement(30, 4, 2, 1)  # each machine stores exactly 3/4 of the rows
     with pytest.raises(ValueError, match="cannot hold every row L\\+S = 3 times"):
         repair_placement(pl, [0, 1, 2], 2, 1)
+
+
+def test_package_exports():
+    """Every name the single-module planner had, private helpers others use included."""
+    import elastic_coded.schemes.usctec as u
+
+    public = {"SpeedModel", "optimal_load", "fill", "cyclic_placement", "filled_placement",
+              "design_placement", "plan_step", "validate", "expected_time", "rounding_bound",
+              "repair_placement", "extend_placement", "check_speeds", "check_code",
+              "integer_optimum"}
+    assert set(u.__all__) == public
+    for name in public | {"Placement", "RowBlock", "StepPlan", "Group", "Piece", "PlanError",
+                          "_check_enough", "_check_rows", "_check_budgets", "_machines",
+                          "_placement_args", "_stored_ranges", "_covers", "_cum_round",
+                          "_merge_blocks", "_sorted_holders", "_present_atoms", "_step_lp",
+                          "_mean_c", "_speed_samples", "_rebalance", "_TOL"}:
+        assert getattr(u, name) is not None, name
