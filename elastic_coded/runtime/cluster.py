@@ -281,7 +281,7 @@ class ElasticCluster:
         prep, S_override = self._prepare(policy, n_cols + pad)
         Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
             _RUN[self.family](self, X, ev, prep)
-        self._finish(policy, prep, out, t0, S_override)
+        self._finish(policy, out.prep or prep, out, t0, S_override)
         if pad:
             Y = Y[:, :X.shape[1] - pad]
         return shape(Y)
@@ -365,7 +365,8 @@ class ElasticCluster:
             t_decode=out.t_decode, t_total=t_end - t0, slowest_needed_s=g.slowest,
             c_plan=float(getattr(plan, "c_int", 0.0)), backups=g.backups,
             products=int(g.products), wasted_products=int(wasted),
-            useful_products=int(out.total_products), redesign=prep.redesign, extra=out.extra)
+            useful_products=int(out.total_products), redesign=prep.redesign,
+            crashed=tuple(self._crash_idle), extra=out.extra)
         self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
                                       len(stragglers))
         self.reports.append(report)

@@ -370,12 +370,21 @@ class Controller:
             out[pi] = spans[0][2] if len(spans) == 1 else []
         return out
 
-    async def hetero_storage(self):
-        """The heterogeneous-masters storage after a repair for the machines present (a
-        mid-step re-plan after a crash)."""
+    async def hetero_rescue(self, m: int, need: int, exclude: list, machines: list) -> tuple:
+        """Heterogeneous masters, mid-step: store ``need`` fresh coded rows of master ``m`` on
+        the first live machine of ``machines`` (best first) that takes them.  Returns
+        ``(machine, handle, ranges)``."""
         self._apply_deaths()
-        self.pending_moved += await self._repair(self.S)
-        return self.keeper.storage, {m: self.members[m].handle for m in self.members}
+        live = [n for n in machines if n in self.members]
+        for _ in range(len(live)):
+            moves = self.keeper.rescue(m, need, set(exclude), live)
+            n = moves[0][3]
+            if not await self._store(moves):
+                self.pending_moved += sum(b - a for _, a, b, _ in moves)
+                return n, self.members[n].handle, tuple((a, b) for _, a, b, _ in moves)
+            self._drop(n)
+            live.remove(n)
+        raise RuntimeError(f"rescue: no live machine could take master {m}'s coded rows")
 
     async def report(self, policy: str, measured: dict, t_total: float, t_decode: float,
                      stragglers: int) -> None:

@@ -145,6 +145,11 @@ class HeteroKeeper:
             return [], {}
         return self._replan()
 
+    def rescue(self, m: int, need: int, exclude: set, machines: list) -> list:
+        """Fresh coded rows of master ``m`` on the first of ``machines`` (mid-step)."""
+        self.storage, moves = het.rescue(self.storage, m, need, exclude, machines)
+        return moves
+
     def plan(self, policy: str, present: list, speeds: dict, S: int, request):
         het.check_decodable(self.storage, present)
         rng = np.random.default_rng([self.c.seed, int(request.step)])

@@ -60,6 +60,9 @@ class StepReport:
     """Products of the plain product (``A @ B``; hetero: ``sum_m A_m @ B_m``)."""
     redesign: str | None = None
     """Why the storage was re-encoded before this step (unified), or ``None``."""
+    crashed: tuple = ()
+    """Machines the churn script crashed in this step (seen mid-step as ``failed``, or, when
+    the step no longer needed them, marked dead after it)."""
     extra: dict = field(default_factory=dict, repr=False)
     """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
     ``t*``, rescued masters)."""
@@ -99,6 +102,7 @@ def summarize(reports) -> dict:
         "median_overhead_s": float(np.median([r.overhead_s for r in reports])),
         "stragglers": int(sum(len(r.stragglers) for r in reports)),
         "failures": int(sum(len(r.failed) for r in reports)),
+        "crashes": int(sum(len(r.crashed) for r in reports)),
         "joins": int(sum(len(r.joined) for r in reports)),
         "leaves": int(sum(len(r.left) for r in reports)),
         "recovered_pieces": int(sum(len(r.recovered_pieces) for r in reports)),

@@ -44,6 +44,9 @@ class Outcome:
     decoded_by: dict
     recovered: tuple = ()
     extra: dict = field(default_factory=dict)
+    prep: object = None
+    """The prepared step that ran, when the step had to be planned again (unified re-encoding
+    after crashes mid-step)."""
 
 
 def _crash(m, ev) -> float | None:
@@ -141,43 +144,43 @@ def run_hetero(cl, xs: list, ev, prep):
     col = MDSCollector(plan.L, cl._codes)
     dead: set = set()
     rescued: set = set()
-    state = {"st": plan.storage}
     g = Gather(refs, cl._handles, col, lambda m, c: [])
     g.cols_of = {m: x.shape[1] for m, x in enumerate(xs)}
 
     def top_up(m: int) -> None:
-        """Dispatch more of master ``m``'s coded rows until ``L_m`` are received or in flight."""
-        st = state["st"]
+        """Dispatch more of master ``m``'s coded rows until ``L_m`` are received or in flight:
+        rows live holders have not computed, best expected time first, then fresh rows."""
+        st = plan.storage
         inflight = {t.rows[0] + i for _, c, _ in g.pending.values() for t in c.tasks
                     if t.piece == m for i in range(t.num_rows)}
         have = col.have(m) | inflight
         need = plan.L[m] - len(have)
         busy = {mm for mm, _, _ in g.pending.values()}
-        order = sorted((n for n in st.holders(m) if n not in dead and n in cl._handles),
-                       key=lambda n: (n in busy, het.expected_time(st, m, n), str(n)))
+        order = sorted((n for n in cl._handles if n not in dead and n in st.machines),
+                       key=lambda n: (n in busy, het.row_time(st, m, n), str(n)))
         for n in order:
             if need <= 0:
                 return
-            rows = [(a, b) for a, b in st.rows_of(m, n) if not set(range(a, b)) <= have]
-            if not rows:
-                continue
-            tasks = tuple(TaskSpec(het.source_name(m), r, m, None, m, r[0]) for r in rows)
-            pace = het.expected_time(st, m, n) * ts if ts > 0 else None
-            g.dispatch(n, None, Call(step, tasks, total, pace_s=pace))
-            rescued.add(m)
-            need -= sum(b - a for a, b in rows)
-            have |= {i for a, b in rows for i in range(a, b)}
-        if need > 0:
-            raise RuntimeError(f"step {step}: master {m} cannot decode: {plan.L[m] - need} of "
-                               f"its L_m = {plan.L[m]} coded rows are received or in flight and "
-                               f"no other live machine holds its rows")
+            rows = het.ranges_minus(st.rows_of(m, n), have)[:max(1, need)]
+            if rows:
+                need -= _send_rows(n, m, rows, have)
+        if need > 0:  # every live holder is used: fresh coded rows on the best machine
+            n, h, rows = ray.get(cl.controller.hetero_rescue.remote(m, need, sorted(have), order))
+            cl._handles[n] = h
+            _send_rows(n, m, rows, have)
+
+    def _send_rows(n, m: int, rows, have: set) -> int:
+        tasks = tuple(TaskSpec(het.source_name(m), r, m, None, m, r[0]) for r in rows)
+        count = sum(b - a for a, b in rows)
+        pace = het.row_time(plan.storage, m, n) * count * ts if ts > 0 else None
+        g.dispatch(n, None, Call(step, tasks, total, pace_s=pace))
+        rescued.add(m)
+        have |= {i for a, b in rows for i in range(a, b)}
+        return count
 
     def on_lost(machine, call):
         dead.add(machine)
         ray.get(cl.controller.mark_dead.remote([machine]))
-        st, handles = ray.get(cl.controller.hetero_storage.remote())
-        state["st"] = st
-        cl._handles.update(handles)
         for m in sorted({t.piece for t in call.tasks if col.needs(t)}):
             top_up(m)
         return []
@@ -201,8 +204,31 @@ def run_hetero(cl, xs: list, ev, prep):
 
 # -- unified coding framework --------------------------------------------------------------------
 
-def run_unified(cl, X: np.ndarray, ev, prep):
-    """Unified-framework step (see the module docstring)."""
+def run_unified(cl, X: np.ndarray, ev, prep, attempts: int = 3):
+    """Unified-framework step (see the module docstring).  When crashes leave fewer than ``q``
+    servers able to finish the Map, the storage is re-encoded for the machines left (the
+    controller's repair) and the step runs again, without the events already applied."""
+    for attempt in range(attempts):
+        try:
+            Y, out = _unified_once(cl, X, ev, prep)
+            out.prep = prep if attempt else None
+            return Y, out
+        except _TooFewServers as exc:
+            if attempt == attempts - 1:
+                raise RuntimeError(f"step {cl._step}: {exc}; re-encoding did not help") from None
+            ray.get(cl.controller.mark_dead.remote(list(exc.dead)))
+            ev = type(ev)(slow=ev.slow)
+            prep, _ = cl._prepare(cl.policy, X.shape[1])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _TooFewServers(RuntimeError):
+    def __init__(self, msg: str, dead):
+        super().__init__(msg)
+        self.dead = tuple(dead)
+
+
+def _unified_once(cl, X: np.ndarray, ev, prep):
     st: uni.UnifiedStorage = prep.plan
     d = st.design
     step, ts, N = cl._step, cl.time_scale, X.shape[1]
@@ -221,7 +247,11 @@ def run_unified(cl, X: np.ndarray, ev, prep):
         pace = (lat[k] * ts * slow / prep.emulated.get(mach, 1.0)) if ts > 0 else None
         g.dispatch(mach, None, Call(step, uni.map_tasks(st, k), total, slow, pace,
                                     _crash(mach, ev), keep=True))
-    g.run()
+    try:
+        g.run()
+    except RuntimeError:
+        raise _TooFewServers(f"{len(col.finished)} servers finished the Map, fewer than "
+                             f"q = {d.q}", g.failed) from None
     t_map = time.perf_counter()
     Q = tuple(sorted(server_of[o.machine] for o in col.finished[:d.q]))
     plan = cl._shuffle_plan(st, Q, N)

@@ -90,3 +90,48 @@ def test_controller_lives_on_the_drivers_node(multi_node):
     with ElasticCluster(A, L=2, S=1, machines="auto", field=F, time_scale=0.01) as c:
         info = get_actor(c.controller._actor_id.hex())
         assert info.node_id == ray.get_runtime_context().get_node_id()
+
+
+@pytest.mark.parametrize("policy", ["unified", "hetero"])
+def test_unified_and_hetero_survive_a_node_removed_mid_step(multi_node, policy):
+    """One worker per node; a node removed while a step runs: that step and every later one is
+    exact, and the storage is re-planned for the machines left."""
+    from elastic_coded.runtime import ElasticCluster
+
+    cluster, _ = multi_node
+    F = field("gf(65521)")
+    rng = np.random.default_rng(2)
+    if policy == "unified":
+        A = F.random((24, 6), rng)
+        kw = {"mu": "1/2", "q": 2, "N": 2}
+        B = F.random((6, 2), rng)
+        want = [F.matmul(A, B)]
+    else:
+        A = [F.random((20, 6), rng), F.random((16, 6), rng)]
+        kw = {}
+        B = [F.random((6, 1), rng), F.random((6, 2), rng)]
+        want = [F.matmul(a, b) for a, b in zip(A, B)]
+
+    def exact(Y):
+        return all(np.array_equal(y, w) for y, w in zip(Y if policy == "hetero" else [Y], want))
+
+    node = cluster.add_node(num_cpus=1)  # the node this test removes
+    cluster.wait_for_nodes()
+    with ElasticCluster(A, policy, machines="auto", field=F, time_scale=1.0,
+                        learn_speeds=False, health_interval=0.5, **kw) as c:
+        before = len(c.machines())
+        assert exact(c.multiply(B))
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("Y", c.multiply(B)))
+        t.start()
+        time.sleep(0.3)
+        cluster.remove_node(node)
+        t.join(timeout=120)
+        assert not t.is_alive() and exact(out["Y"])
+        deadline = time.time() + 60
+        while len(c.machines()) != before - 1 and time.time() < deadline:
+            assert exact(c.multiply(B))
+        assert len(c.machines()) == before - 1
+        for _ in range(2):
+            assert exact(c.multiply(B))
+        assert before - 1 == len(c.reports[-1].available)

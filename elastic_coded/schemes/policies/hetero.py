@@ -33,7 +33,8 @@ from ..plan import PlanError
 from ..wire import TaskSpec
 
 __all__ = ["ASSIGNMENTS", "HeteroOptions", "HeteroStorage", "HeteroStepPlan", "plan_storage",
-           "step_plan", "source_name", "capacities"]
+           "step_plan", "source_name", "capacities", "rescue",
+           "ranges_minus"]
 
 ASSIGNMENTS = ("iterated_greedy", "simple_greedy", "exact", "probabilistic", "uncoded",
                "unbalanced_coded")
@@ -284,6 +285,50 @@ def plan_storage(opts: HeteroOptions, L: tuple, machines, speeds: Mapping, old: 
     return st, moves, shrink
 
 
+def ranges_minus(ranges, rows: set) -> tuple:
+    """``ranges`` without the rows in ``rows``, as ranges."""
+    out = []
+    for a, b in ranges:
+        start = None
+        for i in range(a, b):
+            if i in rows:
+                if start is not None:
+                    out.append((start, i))
+                    start = None
+            elif start is None:
+                start = i
+        if start is not None:
+            out.append((start, b))
+    return tuple(out)
+
+
+def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tuple:
+    """Fresh coded rows of master ``m`` for the middle of a step: ``need`` rows that no machine
+    present holds and that are not in ``exclude`` (received or in flight), given to the first
+    of ``machines`` (best first) that has none of ``m``'s rows in flight.  Returns the storage
+    with them and the moves ``[(source, start, stop, machine)]``."""
+    if not machines:
+        raise PlanError(f"rescue: no live machine can take master {m}'s rows")
+    held = [r for n, rs in st.blocks[m].items() if n in machines for r in rs]
+    held += [(i, i + 1) for i in exclude]
+    free, extra, short = _free_ranges(st.capacity[m], held), [], need
+    for a, b in free:
+        if short <= 0:
+            break
+        take = min(b - a, short)
+        extra.append((a, a + take))
+        short -= take
+    if short > 0:
+        raise PlanError(f"capacity: master {m}'s code of {st.capacity[m]} coded rows is used up; "
+                        f"raise the option capacity")
+    n = machines[0]
+    blocks = list(st.blocks)
+    blocks[m] = dict(blocks[m], **{n: _merge(blocks[m].get(n, ()) + tuple(extra))})
+    new = HeteroStorage(st.L, st.machines, st.problem, st.assignment, st.loads, tuple(blocks),
+                        st.capacity)
+    return new, [(source_name(m), a, b, n) for a, b in extra]
+
+
 def check_decodable(st: HeteroStorage, present) -> None:
     """Every master's coded rows held by ``present`` machines number at least ``L_m``."""
     present = set(present)
@@ -320,8 +365,15 @@ def step_plan(st: HeteroStorage, rng: np.random.Generator) -> HeteroStepPlan:
                           c_int=max(pace.values(), default=0.0))
 
 
+def row_time(st: HeteroStorage, m: int, machine) -> float:
+    """Expected processing time per coded row of master ``m`` on ``machine``: ``a + 1/u``
+    (the model's ``E[T] = a l + l/u`` over ``l``)."""
+    j = st.machines.index(machine)
+    return float(st.problem.a[m, j] + 1.0 / st.problem.u[m, j])
+
+
 def expected_time(st: HeteroStorage, m: int, machine) -> float:
     """Expected processing time of ``machine``'s block of master ``m``: ``a l + l/u``."""
     j = st.machines.index(machine)
     l = float(st.loads[m, j])
-    return float(st.problem.a[m, j] * l + l / st.problem.u[m, j]) if l > 0 else math.inf
+    return l * row_time(st, m, machine) if l > 0 else math.inf
