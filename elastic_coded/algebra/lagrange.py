@@ -60,7 +60,7 @@ import numpy as np
 from .fields import Field, field as make_field
 
 __all__ = ["LagrangeCode", "lagrange_code", "REAL_POINT_SETS", "FINITE_POINT_SETS", "conditions",
-           "worst_condition", "gamma", "rounding_bound"]
+           "worst_condition", "search_worst", "gamma", "rounding_bound"]
 
 REAL_POINT_SETS = ("chebyshev", "chebyshev-interleaved", "chebyshev2-interleaved")
 FINITE_POINT_SETS = ("consecutive",)
@@ -232,33 +232,40 @@ def conditions(alphas, betas, patterns) -> np.ndarray:
 
 def worst_condition(alphas, betas, *, exhaustive: int = 20000, samples: int = 2000,
                     seed: int = 0) -> tuple[float, tuple]:
-    """The largest :func:`conditions` over the ``C(K, L)`` decode patterns and a pattern attaining
-    it.  Exact when ``C(K, L) <= exhaustive``; otherwise a lower bound on the worst case: the
-    maximum over ``samples`` random patterns, every pattern whose stragglers are contiguous
-    (including wrap-around), and a steepest-ascent search over one-position swaps from the four
-    worst of those (the worst patterns of Chebyshev-like point sets are contiguous runs of
-    stragglers, which the ascent reaches)."""
-    K, L = len(alphas), len(betas)
+    """The largest :func:`conditions` over the ``C(K, L)`` decode patterns of these points and a
+    pattern attaining it (see :func:`search_worst`)."""
+    return search_worst(lambda P: conditions(alphas, betas, P), len(alphas), len(betas),
+                        exhaustive=exhaustive, samples=samples, seed=seed)
+
+
+def search_worst(cond, K: int, L: int, *, exhaustive: int = 20000, samples: int = 2000,
+                 seed: int = 0) -> tuple[float, tuple]:
+    """The largest ``cond(P)`` over the ``L``-subsets ``P`` of ``range(K)`` (``cond`` maps an
+    ``(N, L)`` array of sorted patterns to ``N`` values) and a pattern attaining it.  Exact when
+    ``C(K, L) <= exhaustive``; otherwise a lower bound on the worst case: the maximum over
+    ``samples`` random patterns, every pattern whose stragglers are contiguous (including
+    wrap-around), and a steepest-ascent search over one-position swaps from the four worst of
+    those (the worst patterns of Chebyshev-like point sets are contiguous runs of stragglers,
+    which the ascent reaches)."""
     if math.comb(K, L) <= exhaustive:
         P = np.asarray(list(itertools.combinations(range(K), L)), dtype=np.int64)
-        c = conditions(alphas, betas, P)
+        c = cond(P)
         i = int(np.argmax(c))
         return float(c[i]), tuple(int(x) for x in P[i])
     rng = np.random.default_rng(seed)
     rand = np.sort(np.argsort(rng.random((samples, K)), axis=1)[:, :L], axis=1)
-    runs = np.asarray([sorted((o + L + np.arange(K - L)) % K) for o in range(K)])  # stragglers
-    runs = np.asarray([np.setdiff1d(np.arange(K), r) for r in runs])
-    P = np.concatenate([rand, runs])
-    c = conditions(alphas, betas, P)
+    runs = [np.setdiff1d(np.arange(K), (o + L + np.arange(K - L)) % K) for o in range(K)]
+    P = np.concatenate([rand, np.asarray(runs, dtype=np.int64).reshape(K, L)])
+    c = cond(P)
     best_val, best = float(c.max()), P[int(np.argmax(c))]
     for start in P[np.argsort(c)[-4:]]:
-        cur, val = start, float(conditions(alphas, betas, start[None])[0])
+        cur, val = start, float(cond(start[None])[0])
         while True:
             out = np.setdiff1d(np.arange(K), cur)
             nb = np.repeat(cur[None], L * len(out), axis=0)
             nb[np.arange(len(nb)), np.repeat(np.arange(L), len(out))] = np.tile(out, L)
             nb = np.sort(nb, axis=1)
-            v = conditions(alphas, betas, nb)
+            v = cond(nb)
             j = int(np.argmax(v))
             if v[j] <= val * (1 + 1e-12):
                 break
