@@ -1,31 +1,53 @@
-"""Monte Carlo executor of StepPlans at scale (DESIGN.md, layer ``sim``).  Pure: numpy and scipy,
-no Ray.
+"""Monte Carlo executor of every scheme's steps at scale (DESIGN.md, layer ``sim``).  Pure: numpy
+and scipy, no Ray.
 
-The simulator runs the same plans the runtime runs (``schemes.registry`` policies on placements
-kept by ``repair_placement``/``extend_placement``), against delay and speed models and the same
-churn scripts (:mod:`elastic_coded.churn`), in simulated time::
+The simulator runs the same plans and the same rules the runtime runs, against delay and speed
+models and the same churn scripts (:mod:`elastic_coded.churn`), in simulated time:
 
-    from elastic_coded.sim import simulate, IIDStragglers
+* the USCTEC family (``schemes.registry`` policies on placements kept by
+  ``repair_placement``/``extend_placement``; recovery and backups by
+  :mod:`elastic_coded.schemes.policies.rules`);
+* the unified coding framework (storage kept by ``policies.unified.plan_storage``, the Map's
+  latencies by ``map_latencies``);
+* heterogeneous masters (storage kept by ``policies.hetero.plan_storage``, steps by
+  ``step_plan``, top-ups by ``rules.top_up``)::
+
+    from elastic_coded.sim import simulate, IIDStragglers, UnifiedOptions
 
     res = simulate(1000, 1000, L=4, S=2, delays=IIDStragglers(k=2, factor=5),
                    policies=("uncoded", "speculative", "cyclic", "usctec", "ideal"))
     res.summary["usctec"]["ratio_mean"]     # mean step time over uncoded's, same trace
 
+    res = simulate(12, 200, L=2, S=1, policies=("unified", "hetero"), baseline=None,
+                   unified_options=UnifiedOptions(mu="1/2", q=4), masters=(40, 60))
+    res.redesigns["unified"], res.details["hetero"]["lower_bound"]
+
 Modules: :mod:`~elastic_coded.sim.models` (delays, speeds), :mod:`~elastic_coded.sim.trace` (the
-seeded trace every policy shares), :mod:`~elastic_coded.sim.executor` (one step in simulated time,
-the plan cache), :mod:`~elastic_coded.sim.runner` (``simulate``).
+seeded trace every policy shares), :mod:`~elastic_coded.sim.executor` (one USCTEC step in
+simulated time, the plan cache), :mod:`~elastic_coded.sim.unified` and
+:mod:`~elastic_coded.sim.hetero` (the other two schemes), :mod:`~elastic_coded.sim.variants`
+(the policies as values), :mod:`~elastic_coded.sim.results`, :mod:`~elastic_coded.sim.runner`
+(``simulate``).
 """
 
+from ..schemes.policies.hetero import HeteroOptions
+from ..schemes.policies.unified import UnifiedOptions
 from .executor import (PlanCache, Speculation, StepOutcome, step_time, step_time_reference,
                        time_unit)
+from .hetero import HeteroVariant, hetero_step, lower_bound
 from .models import (Compose, EqualSpeeds, FixedSpeeds, IIDStragglers, LinearSpeeds,
                      MarkovStragglers, NoDelays, ShiftedExponential, SlowSpells, TraceDelays,
                      UniformSpeeds)
-from .runner import BOUNDS, VARIANTS, SimResult, Variant, simulate, summarize_times
+from .results import SimResult, summarize_times
+from .runner import simulate
 from .trace import Trace, make_trace
+from .unified import UnifiedVariant, map_time
+from .variants import BOUNDS, SCHEMES, VARIANTS, Variant
 
 __all__ = [
-    "simulate", "SimResult", "Variant", "VARIANTS", "BOUNDS", "summarize_times",
+    "simulate", "SimResult", "Variant", "VARIANTS", "BOUNDS", "SCHEMES", "summarize_times",
+    "UnifiedVariant", "UnifiedOptions", "map_time",
+    "HeteroVariant", "HeteroOptions", "hetero_step", "lower_bound",
     "Trace", "make_trace",
     "step_time", "step_time_reference", "StepOutcome", "Speculation", "PlanCache", "time_unit",
     "NoDelays", "IIDStragglers", "ShiftedExponential", "MarkovStragglers", "SlowSpells",

@@ -1,19 +1,38 @@
 """``simulate``: policies side by side on one seeded trace.  Pure: numpy and scipy (no Ray).
 
-Each step, for every policy: the machines present (the trace), the storage placement kept the
+Every policy sees the same trace (:mod:`elastic_coded.sim.trace`: the machines present at each
+step, their speeds and slowdowns, crashes and joins) and keeps its storage the way the runtime's
+controller keeps it for that storage family.
+
+**USCTEC family** (``usctec``, ``cyclic``, ``uncoded``, ``speculative``, or any
+:class:`~elastic_coded.sim.variants.Variant`).  Each step: the storage placement kept the
 runtime's way (``extend_placement`` for joiners, then ``repair_placement`` with the machines'
 storage budgets, whenever membership changes), the plan from the same policy function the runtime
 calls (``schemes.registry``) fetched through a :class:`~elastic_coded.sim.executor.PlanCache`, and
 the step executed in simulated time (:mod:`elastic_coded.sim.executor`).  Speed estimates start at
-each machine's configured speed; with learning on they follow the controller's rule (EMA 0.5 of the
-measured ``work / elapsed`` of machines that returned, and of the upper bound ``work / step time``
-for those cancelled when it is lower).
-
-As in the runtime, where one cluster (one placement) serves every policy, the built-in policies run
-on the designed placement (``design_placement``), except ``usctec-cyclic`` and ``cec`` which run on
+each machine's configured speed; with learning on they follow the controller's rule
+(:func:`~elastic_coded.schemes.policies.rules.update_speed` of the measured ``work / elapsed`` of
+machines that returned, and of the upper bound ``work / step time`` of those cancelled).  As in
+the runtime, where one cluster (one placement) serves every policy, the built-in policies run on
+the designed placement (``design_placement``), except ``usctec-cyclic`` and ``cec`` which run on
 the cyclic placement of coded elastic computing.
 
-Bounds, reported like policies:
+**Unified** (``"unified"`` with ``unified_options``, or
+:class:`~elastic_coded.sim.unified.UnifiedVariant`): coded storage re-designed by the runtime's
+rule, the Map's drawn latencies, the fastest ``q`` (:mod:`elastic_coded.sim.unified`).
+
+**Heterogeneous masters** (``"hetero"`` with ``masters`` and ``hetero_options``, or
+:class:`~elastic_coded.sim.hetero.HeteroVariant`): per-master coded rows re-planned when the
+machines change, each master complete at ``L_m`` rows, top-ups after crashes
+(:mod:`elastic_coded.sim.hetero`).
+
+Time units follow the runtime's pacing: the USCTEC family's ``time_scale`` is the seconds a
+speed-1 machine takes for all of ``A @ B``; unified and hetero pace by their latency models, in
+units of ``time_scale`` (so their times compare with each other's, not with the USCTEC family's).
+Unified and hetero plan with the speeds the machines are configured with (the runtime's
+estimates before any learning); learning applies to the USCTEC family.
+
+Bounds of the USCTEC family, reported like policies:
 
 - ``ideal``: the step's work with the ``(L+S)/L`` redundancy over the sum of the present machines'
   base speeds (``schemes.registry.ideal_time`` times ``time_scale``): a coded step with perfectly
@@ -29,159 +48,25 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.rules import update_speed
-from ..schemes.registry import SPECULATION, get_policy, ideal_time
+from ..schemes.policies.unified import UnifiedOptions
+from ..schemes.registry import ideal_time
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
-from .executor import (SPEED_BLIND, PlanCache, Speculation, _Compiled, _execute,
-                       _PlacementIndex)
+from .executor import PlanCache, _Compiled, _execute, _PlacementIndex
+from .hetero import HeteroRun, HeteroVariant
+from .results import Record, SimResult, summarize_times
 from .trace import Trace, make_trace
+from .unified import UnifiedRun, UnifiedVariant
+from .variants import BOUNDS, SCHEMES, VARIANTS, Variant, resolve_policies
 
-__all__ = ["Variant", "VARIANTS", "BOUNDS", "SimResult", "simulate", "summarize_times"]
-
-BOUNDS = ("ideal", "lower_bound")
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A policy as the simulator runs it: a plan function (a registry name or a callable
-    ``(placement, available, speeds, L, S) -> StepPlan``) on a placement kind (``"cyclic"`` or
-    ``"design"``), optionally with speculative backups (uncoded split only; a registry policy
-    listed in ``SPECULATION`` gets them by default, with its multiplier) and its own learning
-    switch (``None``: the simulation's)."""
-
-    name: str
-    plan: object = "usctec"
-    placement: str = "design"
-    speculation: Speculation | None = None
-    learn: bool | None = None
-
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: a non-empty string, got {self.name!r}")
-        if isinstance(self.plan, str):
-            get_policy(self.plan)
-        elif not callable(self.plan):
-            raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
-        if self.placement not in ("cyclic", "design"):
-            raise ValueError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
-        if self.speculation is None and isinstance(self.plan, str) and self.plan in SPECULATION:
-            object.__setattr__(self, "speculation", Speculation(SPECULATION[self.plan]))
-        if self.speculation is not None and self.plan not in ("uncoded", "speculative"):
-            raise ValueError(f"speculation: runs on the uncoded split ('uncoded' or "
-                             f"'speculative'), not {self.plan!r}")
-
-    @property
-    def speed_blind(self) -> bool:
-        return isinstance(self.plan, str) and self.plan in SPEED_BLIND
-
-    @property
-    def plan_key(self):
-        """Variants with the same plan function on the same placement kind share plans."""
-        fn = self.plan_fn()
-        return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""), id(fn),
-                self.placement)
-
-    def plan_fn(self) -> Callable:
-        return get_policy(self.plan) if isinstance(self.plan, str) else self.plan
-
-
-VARIANTS: dict[str, Variant] = {
-    "usctec": Variant("usctec", "usctec", "design"),
-    "uncoded": Variant("uncoded", "uncoded", "design"),
-    "speculative": Variant("speculative", "speculative", "design"),
-    "cyclic": Variant("cyclic", "cyclic", "design"),
-    "usctec-cyclic": Variant("usctec-cyclic", "usctec", "cyclic"),
-    "cec": Variant("cec", "cyclic", "cyclic"),
-}
-"""Built-in policies: ``usctec`` (the runtime's default, on ``design_placement``), and on that same
-placement ``uncoded`` (rows split evenly, wait for all), ``speculative`` (the uncoded split with
-backup tasks) and ``cyclic`` (equal loads ``(L+S)/N_t``); on the cyclic placement,
-``usctec-cyclic`` (USCTEC's plan) and ``cec`` (coded elastic computing as published: cyclic
-placement, equal loads)."""
-
-
-def summarize_times(times: np.ndarray) -> dict:
-    """``mean``, ``median``, ``p95``, ``max`` of the completed steps, and ``lost`` (steps that
-    could not complete)."""
-    t = np.asarray(times, dtype=np.float64)
-    ok = t[np.isfinite(t)]
-    if not ok.size:
-        return {"mean": math.nan, "median": math.nan, "p95": math.nan, "max": math.nan,
-                "lost": int(t.size)}
-    return {"mean": float(ok.mean()), "median": float(np.median(ok)),
-            "p95": float(np.percentile(ok, 95)), "max": float(ok.max()),
-            "lost": int(t.size - ok.size)}
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """Per-step times of every policy on one trace, and their summary."""
-
-    names: tuple
-    times: dict = field(repr=False)
-    """``{name: (steps,) step times}`` (``inf``: the step could not complete)."""
-    plan_seconds: dict = field(repr=False)
-    """``{name: (steps,) measured planning seconds}`` (0 when the plan came from the cache)."""
-    storage_seconds: dict = field(repr=False)
-    """``{placement kind: (steps,) measured seconds of extend/repair}``."""
-    recovered: dict = field(repr=False)
-    """``{name: (steps,) pieces that crashes left short of L live results}``."""
-    redispatched: dict = field(repr=False)
-    """``{name: (steps,) tasks re-dispatched after crashes}``."""
-    copies: dict = field(repr=False)
-    """``{name: (steps,) speculative copies launched}``."""
-    replans: dict
-    """``{name: plans solved}`` (cache misses; policies sharing a plan function and placement
-    share plans, the first to ask pays)."""
-    machines: np.ndarray = field(repr=False)
-    """``(steps,)`` machines present."""
-    counts: dict
-    """Churn totals (joins, leaves, crashes, membership changes)."""
-    wall: dict
-    """Measured seconds: ``total``, ``trace``, ``placement`` (initial), ``storage``, ``planning``,
-    ``execution``."""
-    baseline: str | None
-    summary: dict
-    """``{name: summarize_times(...) + ratio_mean, ratio_median (to the baseline), plan_ms (mean
-    planning ms per step), replans, recovered, redispatched, copies}``."""
-
-    def __repr__(self) -> str:
-        steps = len(self.machines)
-        parts = ", ".join(f"{n}={self.summary[n]['mean']:.4g}" for n in self.names)
-        return f"SimResult({steps} steps, mean times: {parts})"
-
-    def to_dict(self) -> dict:
-        """The summary and totals as plain JSON-able data."""
-        return {"names": list(self.names), "baseline": self.baseline, "summary": self.summary,
-                "replans": self.replans, "counts": self.counts, "wall": self.wall,
-                "steps": int(len(self.machines))}
-
-
-def _resolve(policies) -> list:
-    out, seen = [], set()
-    for p in policies:
-        if isinstance(p, Variant):
-            v = p
-        elif isinstance(p, str) and p in BOUNDS:
-            v = p
-        elif isinstance(p, str) and p in VARIANTS:
-            v = VARIANTS[p]
-        else:
-            raise ValueError(f"policies: unknown policy {p!r}; known: "
-                             f"{sorted(VARIANTS) + list(BOUNDS)} or a Variant")
-        name = v if isinstance(v, str) else v.name
-        if name in seen:
-            raise ValueError(f"policies: {name!r} given twice")
-        seen.add(name)
-        out.append(v)
-    if not out:
-        raise ValueError("policies: give at least one")
-    return out
+__all__ = ["Variant", "VARIANTS", "BOUNDS", "SCHEMES", "SimResult", "simulate",
+           "summarize_times"]
 
 
 class _Storage:
@@ -198,16 +83,161 @@ class _Storage:
             self._index = _PlacementIndex(self.placement)
         return self._index
 
-    def update(self, trace: Trace, t: int, L: int, S: int) -> None:
+    def update(self, trace: Trace, t: int, L: int, S: int) -> int:
+        """Bring the placement up to date for step ``t``; returns the rows copied."""
         present = trace.present(t)
+        moved = 0
         for j in trace.joined[t]:
-            self.placement, _ = extend_placement(self.placement, j.id, j.storage)
+            self.placement, mv = extend_placement(self.placement, j.id, j.storage)
+            moved += sum(b - a for a, b, _ in mv)
         if set(self.placement.machines) != set(present):
             budgets = {m: float(trace.storage[s]) for m, s in zip(present, trace.slots(t))}
-            self.placement, _ = repair_placement(self.placement, present, L, S, budgets)
+            self.placement, mv = repair_placement(self.placement, present, L, S, budgets)
+            moved += sum(b - a for a, b, _ in mv)
         self.version += 1
         self.member = int(trace.member_of[t])
         self._index = None
+        return moved
+
+
+@dataclass
+class _Ctx:
+    """One step of the trace, as every policy sees it."""
+
+    t: int
+    m_idx: int
+    present: tuple
+    slots: np.ndarray
+    speed: np.ndarray
+    slowdown: np.ndarray
+    crashed: np.ndarray | None
+    """Mask over ``present`` (``None``: nobody crashes)."""
+    crashed_ids: tuple
+    joined: tuple
+    moved: dict = field(default_factory=dict)
+    """Rows copied for this step, by USCTEC placement kind."""
+
+    @property
+    def eff(self) -> np.ndarray:
+        return self.speed / self.slowdown
+
+    def by_machine(self, values) -> dict:
+        return dict(zip(self.present, np.asarray(values, dtype=np.float64).tolist()))
+
+    @classmethod
+    def of(cls, trace: Trace, t: int) -> "_Ctx":
+        m_idx = int(trace.member_of[t])
+        present, slots = trace.members[m_idx], trace.member_slots[m_idx]
+        crashed = None
+        if trace.crashed[t]:
+            crashed = np.zeros(len(present), dtype=bool)
+            crashed[[present.index(m) for m in trace.crashed[t]]] = True
+        return cls(t, m_idx, present, slots, trace.speed[t, slots], trace.slowdown[t, slots],
+                   crashed, tuple(trace.crashed[t]), tuple(j.id for j in trace.joined[t]))
+
+
+class _Usctec:
+    """A USCTEC-family variant: plans through the cache, steps in the executor."""
+
+    def __init__(self, v: Variant, store: _Storage, cache: PlanCache, est, configured, env):
+        self.v, self.store, self.cache, self.est, self.configured = v, store, cache, est, configured
+        self.env = env
+
+    def step(self, ctx: _Ctx, rec: Record) -> None:
+        v, st, env, name, t = self.v, self.store, self.env, self.v.name, ctx.t
+        cur = (self.est if self.est is not None else self.configured)[ctx.slots]
+
+        def build():
+            plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S)
+            if env.check_plans:
+                validate(plan, st.placement)
+            return plan
+
+        comp, hit, secs = self.cache.get((v.plan_key, st.version, ctx.m_idx),
+                                         None if v.speed_blind else cur, build)
+        rec.plan_s[name][t] = secs
+        rec.replans[name] += 0 if hit else 1
+        take = comp.take.get(ctx.m_idx)
+        if take is None:
+            avail = comp.plan.available
+            take = (None if avail == ctx.present
+                    else np.array([ctx.present.index(m) for m in avail], dtype=np.int64))
+            comp.take[ctx.m_idx] = take
+        e = ctx.eff if take is None else ctx.eff[take]
+        c = ctx.crashed if (take is None or ctx.crashed is None) else ctx.crashed[take]
+        out = _execute(comp, st.index, e, c, cur if take is None else cur[take], env.ts,
+                       env.crash_at, v.speculation)
+        rec.times[name][t] = out.time
+        rec.recovered[name][t] = len(out.recovered)
+        rec.copies[name][t] = out.copies
+        rec.redispatched[name][t] = out.redispatched
+        rec.rows_moved[name][t] = ctx.moved.get(v.placement, 0)
+        if self.est is not None and math.isfinite(out.time) and out.time > 0:
+            _learn(self.est, ctx.slots if take is None else ctx.slots[take], comp, out, e, c,
+                   env.ts)
+
+
+class _Bound:
+    def __init__(self, name: str, env):
+        self.name, self.env = name, env
+
+    def step(self, ctx: _Ctx, rec: Record) -> None:
+        env = self.env
+        if self.name == "ideal":
+            rec.times[self.name][ctx.t] = ideal_time(ctx.speed, env.L, env.S) * env.ts
+        else:
+            live = ctx.eff if ctx.crashed is None else ctx.eff[~ctx.crashed]
+            rec.times[self.name][ctx.t] = env.ts / float(live.sum())
+
+
+class _Unified:
+    def __init__(self, v: UnifiedVariant, trace: Trace, env):
+        self.name = v.name
+        self.run = UnifiedRun(v, trace.ids[:trace.N], env.seed, env.ts, env.crash_at)
+
+    def step(self, ctx: _Ctx, rec: Record) -> None:
+        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(ctx.speed),
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids))
+        n, t = self.name, ctx.t
+        rec.times[n][t] = out.time
+        rec.redesigns[n][t] = out.redesigns
+        rec.rows_moved[n][t] = out.rows_moved
+        for key in ("K", "q", "live"):
+            rec.detail(n, key, t, getattr(out, key))
+
+
+class _Hetero:
+    def __init__(self, v: HeteroVariant, trace: Trace, configured: np.ndarray, env):
+        self.name, self.configured = v.name, configured
+        ids0 = trace.ids[:trace.N]
+        self.run = HeteroRun(v, ids0, dict(zip(ids0, configured[:trace.N].tolist())), env.seed,
+                             env.ts, env.crash_at)
+
+    def step(self, ctx: _Ctx, rec: Record) -> None:
+        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(self.configured[ctx.slots]),
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined)
+        n, t = self.name, ctx.t
+        rec.times[n][t] = out.time
+        rec.redesigns[n][t] = out.replans
+        rec.rows_moved[n][t] = out.rows_moved
+        rec.recovered[n][t] = len(out.topped_up)
+        rec.redispatched[n][t] = out.top_up_calls
+        for key, val in (("lower_bound", out.lower_bound), ("t_star", out.t_star),
+                         ("topped_up", len(out.topped_up)), ("top_up_calls", out.top_up_calls),
+                         ("rescued_rows", out.rescued_rows)):
+            rec.detail(n, key, t, val)
+
+
+@dataclass(frozen=True)
+class _Env:
+    """What every step of every policy shares."""
+
+    L: int
+    S: int
+    ts: float
+    crash_at: float
+    seed: int
+    check_plans: bool
 
 
 def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
@@ -216,61 +246,131 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
              num_rows: int | None = None, storage: float = 1.0, time_scale: float = 1.0,
              learn_speeds: bool = False, plan_tol: float = 0.05, baseline: str | None = "uncoded",
              design_samples: int = 8, crash_at: float = 0.5, check_plans: bool = False,
-             trace: Trace | None = None) -> SimResult:
+             trace: Trace | None = None, unified_options: UnifiedOptions | None = None,
+             hetero_options: HeteroOptions | None = None, masters=None) -> SimResult:
     """Run ``policies`` side by side on one trace of ``steps`` steps on ``N`` machines.
+
+    ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
+    ``lower_bound``, ``"unified"``, ``"hetero"``) or variant values
+    (:class:`~elastic_coded.sim.variants.Variant`,
+    :class:`~elastic_coded.sim.unified.UnifiedVariant`,
+    :class:`~elastic_coded.sim.hetero.HeteroVariant`, for several configurations side by
+    side).  ``unified_options``: the :class:`~elastic_coded.schemes.policies.unified.UnifiedOptions`
+    of ``"unified"`` (default ones); ``masters``: the row counts ``(L_1, ..., L_M)`` of
+    ``"hetero"``'s masters (required with it) and ``hetero_options`` its
+    :class:`~elastic_coded.schemes.policies.hetero.HeteroOptions`.  ``L``, ``S``: the USCTEC
+    family's code, and the floor ``L+S`` on the machines churn leaves (every family's).
 
     ``delays``/``speeds``: models from :mod:`elastic_coded.sim.models` (or an array of ``N``
     speeds); ``churn``: a churn script; ``seed`` drives the models (the churn script has its own
-    seed, as in the runtime).  Or pass a ready ``trace`` (then ``N``, ``steps``, the models and the
-    churn come from it).  ``estimates``: the speeds the controller starts with (default the true
-    base speeds, as in the runtime, whose machines are configured with their speed); a number
-    means every machine.  ``num_rows``: rows of ``A`` (default ``100 N``).  ``storage``: every
-    initial machine's budget.  ``plan_tol``: the plan cache's tolerance
+    seed, as in the runtime) and, like the runtime's cluster seed, the unified and hetero draws
+    of step ``t`` (``default_rng([seed, t])``) and hetero's planner.  Or pass a ready ``trace``
+    (then ``N``, ``steps``, the models and the churn come from it).  ``estimates``: the speeds
+    the controller starts with (default the true base speeds, as in the runtime, whose machines
+    are configured with their speed); a number means every machine.  ``num_rows``: rows of
+    ``A`` of the USCTEC family (default ``100 N``).  ``storage``: every initial machine's
+    budget.  ``plan_tol``: the plan cache's tolerance
     (:class:`~elastic_coded.sim.executor.PlanCache`).  ``design_samples``: speed samples
     ``design_placement`` scores candidates on (the runtime uses 16; each costs an LP per
-    candidate).  ``check_plans``: validate every new plan against its placement.
+    candidate).  ``crash_at``: when a crash is noticed, as a fraction of the crashed call's
+    time.  ``check_plans``: validate every new plan against its placement.
     """
     t_start = time.perf_counter()
-    if trace is None:
-        if N is None or steps is None:
-            raise ValueError("N, steps: give both, or a trace")
-        trace = make_trace(N, steps, L, S, delays=delays, speeds=speeds, churn=churn, seed=seed,
-                           storage=storage)
-    elif not isinstance(trace, Trace):
-        raise TypeError(f"trace: a Trace from make_trace, got {type(trace).__name__}")
-    elif (trace.L, trace.S) != (L, S):
-        raise ValueError(f"trace: drawn for L={trace.L}, S={trace.S}, not L={L}, S={S}")
+    trace = _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage)
     t_trace = time.perf_counter() - t_start
-    steps = trace.steps
-    N0 = trace.N
     if not (time_scale > 0 and math.isfinite(time_scale)):
         raise ValueError(f"time_scale: positive and finite, got {time_scale!r}")
     if not 0 <= crash_at <= 1:
         raise ValueError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
-    q = int(num_rows) if num_rows is not None else 100 * N0
+    q = int(num_rows) if num_rows is not None else 100 * trace.N
     if q < 1:
         raise ValueError(f"num_rows: a positive int, got {num_rows!r}")
-    variants = _resolve(policies)
+    variants = resolve_policies(policies, unified_options, hetero_options, masters)
     names = tuple(v if isinstance(v, str) else v.name for v in variants)
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline: {baseline!r} is not among the policies {list(names)}")
-    ts = float(time_scale)
+    env = _Env(L, S, float(time_scale), float(crash_at), int(seed), check_plans)
+    configured = _estimates(trace, estimates)
 
-    # speed estimates the controller starts with
-    configured = trace.configured.copy()
-    if estimates is not None:
-        est0 = np.asarray(estimates, dtype=np.float64).reshape(-1)
-        if est0.size == 1:
-            configured[:] = float(est0[0])
-        elif est0.size == N0:
-            configured[:N0] = est0
-        else:
-            raise ValueError(f"estimates: a number or {N0} values, got {est0.size}")
-        if not np.all(np.isfinite(configured) & (configured > 0)):
-            raise ValueError("estimates: every estimate must be positive and finite")
-
-    # initial placements, as the controller designs them
     t0 = time.perf_counter()
+    stores = _placements(variants, trace, q, configured, env, design_samples)
+    runners = _runners(variants, trace, stores, PlanCache(plan_tol), configured, learn_speeds,
+                       env)
+    t_placement = time.perf_counter() - t0
+
+    rec = Record(names, trace.steps, tuple(stores))
+    t_loop = time.perf_counter()
+    for t in range(trace.steps):
+        ctx = _Ctx.of(trace, t)
+        rec.machines[t] = len(ctx.present)
+        for kind, st in stores.items():
+            if st.member != ctx.m_idx:
+                t1 = time.perf_counter()
+                ctx.moved[kind] = st.update(trace, t, L, S)
+                rec.storage_s[kind][t] = time.perf_counter() - t1
+        for r in runners:
+            r.step(ctx, rec)
+    loop = time.perf_counter() - t_loop
+    busy = float(sum(a.sum() for a in rec.storage_s.values()) +
+                 sum(a.sum() for a in rec.plan_s.values()))
+    wall = {"total": time.perf_counter() - t_start, "trace": t_trace, "placement": t_placement,
+            "execution": max(0.0, loop - busy)}
+    return rec.result(trace.counts(), wall, baseline)
+
+
+def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured: np.ndarray,
+             learn_speeds: bool, env: _Env) -> list:
+    """One runner per variant, each with the storage its family keeps."""
+    out = []
+    for v in variants:
+        if isinstance(v, str):
+            out.append(_Bound(v, env))
+        elif isinstance(v, Variant):
+            learns = not v.speed_blind and (v.learn if v.learn is not None else learn_speeds)
+            out.append(_Usctec(v, stores[v.placement], cache,
+                               configured.copy() if learns else None, configured, env))
+        elif isinstance(v, UnifiedVariant):
+            out.append(_Unified(v, trace, env))
+        else:
+            out.append(_Hetero(v, trace, configured, env))
+    return out
+
+
+def _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage) -> Trace:
+    if trace is None:
+        if N is None or steps is None:
+            raise ValueError("N, steps: give both, or a trace")
+        return make_trace(N, steps, L, S, delays=delays, speeds=speeds, churn=churn, seed=seed,
+                          storage=storage)
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace: a Trace from make_trace, got {type(trace).__name__}")
+    if (trace.L, trace.S) != (L, S):
+        raise ValueError(f"trace: drawn for L={trace.L}, S={trace.S}, not L={L}, S={S}")
+    return trace
+
+
+def _estimates(trace: Trace, estimates) -> np.ndarray:
+    """The speed estimates the controller starts with, by slot."""
+    configured = trace.configured.copy()
+    if estimates is None:
+        return configured
+    N0 = trace.N
+    est0 = np.asarray(estimates, dtype=np.float64).reshape(-1)
+    if est0.size == 1:
+        configured[:] = float(est0[0])
+    elif est0.size == N0:
+        configured[:N0] = est0
+    else:
+        raise ValueError(f"estimates: a number or {N0} values, got {est0.size}")
+    if not np.all(np.isfinite(configured) & (configured > 0)):
+        raise ValueError("estimates: every estimate must be positive and finite")
+    return configured
+
+
+def _placements(variants, trace: Trace, q: int, configured: np.ndarray, env: _Env,
+                design_samples: int) -> dict:
+    """The USCTEC family's initial placements, as the controller designs them."""
+    N0, L, S = trace.N, env.L, env.S
     ids0 = trace.ids[:N0]
     budgets0 = [float(b) for b in trace.storage[:N0]]
     stores: dict[str, _Storage] = {}
@@ -282,99 +382,8 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
         model = SpeedModel(tuple(float(x) for x in configured[:N0]), straggle_prob=0.1,
                            straggle_factor=5.0)
         stores["design"] = _Storage(design_placement(q, ids0, budgets0, model, L, S,
-                                                     samples=design_samples, seed=seed))
-    t_placement = time.perf_counter() - t0
-
-    cache = PlanCache(plan_tol)
-    est = {v.name: configured.copy() for v in variants
-           if isinstance(v, Variant) and not v.speed_blind
-           and (v.learn if v.learn is not None else learn_speeds)}
-    times = {n: np.zeros(steps) for n in names}
-    plan_s = {n: np.zeros(steps) for n in names}
-    storage_s = {k: np.zeros(steps) for k in stores}
-    recovered = {n: np.zeros(steps, dtype=np.int64) for n in names}
-    copies = {n: np.zeros(steps, dtype=np.int64) for n in names}
-    redispatched = {n: np.zeros(steps, dtype=np.int64) for n in names}
-    replans = {n: 0 for n in names}
-    machines = np.zeros(steps, dtype=np.int64)
-    t_exec = 0.0
-    for t in range(steps):
-        m_idx = int(trace.member_of[t])
-        present = trace.members[m_idx]
-        slots = trace.member_slots[m_idx]
-        machines[t] = len(present)
-        for kind, st in stores.items():
-            if st.member != m_idx:
-                t1 = time.perf_counter()
-                st.update(trace, t, L, S)
-                storage_s[kind][t] = time.perf_counter() - t1
-        tx = time.perf_counter()
-        speed = trace.speed[t, slots]
-        eff = speed / trace.slowdown[t, slots]
-        crashed = None
-        if trace.crashed[t]:
-            crashed = np.zeros(len(present), dtype=bool)
-            crashed[[present.index(m) for m in trace.crashed[t]]] = True
-        t_exec += time.perf_counter() - tx
-        for v in variants:
-            if isinstance(v, str):
-                if v == "ideal":
-                    times[v][t] = ideal_time(speed, L, S) * ts
-                else:
-                    live = eff if crashed is None else eff[~crashed]
-                    times[v][t] = ts / float(live.sum())
-                continue
-            st = stores[v.placement]
-            learning = v.name in est
-            cur = (est[v.name] if learning else configured)[slots]
-
-            def build(v=v, st=st, cur=cur):
-                plan = v.plan_fn()(st.placement, present, cur, L, S)
-                if check_plans:
-                    validate(plan, st.placement)
-                return plan
-
-            comp, hit, secs = cache.get((v.plan_key, st.version, m_idx),
-                                        None if v.speed_blind else cur, build)
-            plan_s[v.name][t] = secs
-            replans[v.name] += 0 if hit else 1
-            tx = time.perf_counter()
-            take = comp.take.get(m_idx)
-            if take is None:
-                avail = comp.plan.available
-                take = (None if avail == present
-                        else np.array([present.index(m) for m in avail], dtype=np.int64))
-                comp.take[m_idx] = take
-            e = eff if take is None else eff[take]
-            c = crashed if (take is None or crashed is None) else crashed[take]
-            out = _execute(comp, st.index, e, c, cur if take is None else cur[take], ts,
-                           crash_at, v.speculation)
-            times[v.name][t] = out.time
-            recovered[v.name][t] = len(out.recovered)
-            copies[v.name][t] = out.copies
-            redispatched[v.name][t] = out.redispatched
-            if learning and math.isfinite(out.time) and out.time > 0:
-                _learn(est[v.name], slots if take is None else slots[take], comp, out, e, c, ts)
-            t_exec += time.perf_counter() - tx
-
-    summary = {}
-    base = summarize_times(times[baseline]) if baseline is not None else None
-    for n in names:
-        s = summarize_times(times[n])
-        s["ratio_mean"] = (s["mean"] / base["mean"]) if base and base["mean"] > 0 else None
-        s["ratio_median"] = (s["median"] / base["median"]) if base and base["median"] > 0 else None
-        s["plan_ms"] = float(plan_s[n].mean() * 1e3) if steps else 0.0
-        s["replans"] = replans[n]
-        s["recovered"] = int(recovered[n].sum())
-        s["redispatched"] = int(redispatched[n].sum())
-        s["copies"] = int(copies[n].sum())
-        summary[n] = s
-    total = time.perf_counter() - t_start
-    wall = {"total": total, "trace": t_trace, "placement": t_placement,
-            "storage": float(sum(a.sum() for a in storage_s.values())),
-            "planning": float(sum(a.sum() for a in plan_s.values())), "execution": t_exec}
-    return SimResult(names, times, plan_s, storage_s, recovered, redispatched, copies, replans,
-                     machines, trace.counts(), wall, baseline, summary)
+                                                     samples=design_samples, seed=env.seed))
+    return stores
 
 
 def _learn(est: np.ndarray, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,

@@ -118,9 +118,30 @@ def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, 
     ss = np.random.SeedSequence(int(seed))
     rng_speed, rng_delay = (np.random.default_rng(s) for s in ss.spawn(2))
 
+    mb = _membership(N, steps, K, float(storage), script)
+    ids, conf_join = mb["ids"], mb["conf_join"]
+    n_slots = len(ids)
+    sp0 = _base_speeds(speeds, rng_speed, steps, N)
+    speed = np.empty((steps, n_slots))
+    speed[:, :N] = sp0
+    if n_slots > N:
+        speed[:, N:] = np.asarray(conf_join)[None, :]
+    configured = np.concatenate([sp0[0] if steps else np.ones(N), np.asarray(conf_join)])
+    slowdown = _slowdowns(delays, rng_delay, steps, n_slots)
+    for t, s, f in mb["slow_extra"]:
+        slowdown[t, s] *= f
+    return Trace(N, L, S, tuple(ids), np.asarray(mb["storage"]), configured, speed, slowdown,
+                 tuple(mb["members"]), tuple(mb["member_slots"]), mb["member_of"],
+                 tuple(mb["events"]), tuple(mb["crashed"]), tuple(mb["joined"]),
+                 tuple(mb["left"]))
+
+
+def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
+    """Who is present at each step, by the churn script (module docstring): ids and slots,
+    the distinct memberships, and each step's events, crashes, joins and leaves."""
     ids = [f"m{i}" for i in range(N)]
     slot_of = {m: i for i, m in enumerate(ids)}
-    stor = [float(storage)] * N
+    stor = [storage] * N
     conf_join: list[float] = []
     present = set(ids)
     members: list[tuple] = []
@@ -174,31 +195,31 @@ def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, 
             now = tuple(sorted(present))
         gone_after = crashed
 
-    n_slots = len(ids)
+    return {"ids": ids, "storage": stor, "conf_join": conf_join, "members": members,
+            "member_slots": member_slots, "member_of": member_of, "events": events,
+            "crashed": crashed_all, "joined": joined_all, "left": left_all,
+            "slow_extra": slow_extra}
+
+def _base_speeds(speeds, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
+    """``(steps, N)`` base speeds of the initial machines, from an array or a speed model."""
     if isinstance(speeds, (list, tuple, np.ndarray)):
         base = np.asarray(speeds, dtype=np.float64).reshape(-1)
         if base.size != N or not np.all(np.isfinite(base) & (base > 0)):
             raise ValueError(f"speeds: {N} positive finite speeds, got {base.size} values "
                              f"{base.tolist()[:8]}")
-        sp0 = np.broadcast_to(base, (steps, N))
-    else:
-        model = check_model(EqualSpeeds() if speeds is None else speeds, "speeds")
-        sp0 = np.asarray(model.sample(rng_speed, steps, N), dtype=np.float64)
-        if sp0.shape != (steps, N) or not np.all(np.isfinite(sp0) & (sp0 > 0)):
-            raise ValueError(f"speeds: the model must give positive finite speeds of shape "
-                             f"{(steps, N)}, got shape {sp0.shape}")
-    speed = np.empty((steps, n_slots))
-    speed[:, :N] = sp0
-    if n_slots > N:
-        speed[:, N:] = np.asarray(conf_join)[None, :]
-    configured = np.concatenate([sp0[0] if steps else np.ones(N), np.asarray(conf_join)])
-    slowdown = np.asarray(delays.sample(rng_delay, steps, n_slots), dtype=np.float64)
+        return np.broadcast_to(base, (steps, N))
+    model = check_model(EqualSpeeds() if speeds is None else speeds, "speeds")
+    sp0 = np.asarray(model.sample(rng, steps, N), dtype=np.float64)
+    if sp0.shape != (steps, N) or not np.all(np.isfinite(sp0) & (sp0 > 0)):
+        raise ValueError(f"speeds: the model must give positive finite speeds of shape "
+                         f"{(steps, N)}, got shape {sp0.shape}")
+    return sp0
+
+
+def _slowdowns(delays, rng: np.random.Generator, steps: int, n_slots: int) -> np.ndarray:
+    """``(steps, n_slots)`` slowdowns from the delay model (a writable copy)."""
+    slowdown = np.asarray(delays.sample(rng, steps, n_slots), dtype=np.float64)
     if slowdown.shape != (steps, n_slots) or not np.all(np.isfinite(slowdown) & (slowdown > 0)):
         raise ValueError(f"delays: the model must give positive finite slowdowns of shape "
                          f"{(steps, n_slots)}, got shape {slowdown.shape}")
-    slowdown = np.array(slowdown)  # writable copy
-    for t, s, f in slow_extra:
-        slowdown[t, s] *= f
-    return Trace(N, L, S, tuple(ids), np.asarray(stor), configured, speed, slowdown, tuple(members),
-                 tuple(member_slots), member_of, tuple(events), tuple(crashed_all),
-                 tuple(joined_all), tuple(left_all))
+    return np.array(slowdown)

@@ -14,7 +14,8 @@ USCTEC family (MATH.md §1):
 Heterogeneous masters (MATH.md §3):
 
 * :func:`hetero_needs_replan`: whether the storage is planned anew for the machines present.
-* :func:`top_up`: which other holders are asked for more of a master's coded rows.
+* :func:`top_up` (with :func:`top_up_time`): which machines are asked for more of a master's
+  coded rows, and how long they take.
 
 Pacing of the model-driven policies (unified, MATH.md §2; hetero, MATH.md §3):
 
@@ -34,7 +35,7 @@ from . import hetero as het
 
 __all__ = ["SPEED_EMA", "update_speed", "recovery_target", "assign_recovery", "backup_due",
            "backup_target", "backup_copies", "speculation_start", "hetero_needs_replan",
-           "top_up", "paced", "quorum_time"]
+           "top_up", "top_up_time", "paced", "quorum_time"]
 
 
 # -- speed estimates -----------------------------------------------------------------------------
@@ -156,33 +157,38 @@ def hetero_needs_replan(storage, present, fresh=()) -> bool:
     return storage is None or bool(set(fresh)) or set(storage.machines) != set(present)
 
 
-def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int]:
+def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
     """More of master ``m``'s coded rows, until ``L_m`` are received or in flight.
 
     ``have``: the coded rows of ``m`` received or in flight; ``busy``: machines with a call in
-    flight; ``usable``: machines that may be asked (present, not known dead).  Holders of ``m``
-    are asked in the order idle first, then the smallest expected time of their block
-    (:func:`~.hetero.expected_time`), then id; each is asked for its ranges not all in
-    ``have``, until the new rows reach the need.  Returns ``([(machine, ranges), ...],
-    short)``, ``short > 0`` being the rows no usable holder can give (the master cannot
-    decode)."""
+    flight; ``usable``: machines that may be asked (present, not known dead).  The usable
+    machines of the storage are ordered idle first, then by the expected time of one of
+    ``m``'s rows (:func:`~.hetero.row_time`), then by id; each in turn is asked for its rows of
+    ``m`` not in ``have`` (at most ``need`` of its ranges, ``need`` the rows still missing)
+    until none are missing.  Returns ``([(machine, ranges), ...], short, order)``: ``short``
+    rows no holder can give, for :func:`~.hetero.rescue` to store afresh on the first machine
+    of ``order`` that takes them (each call's model time: :func:`top_up_time`)."""
     have = set(have)
     need = storage.L[m] - len(have)
-    busy, usable = set(busy), set(usable)
-    order = sorted((n for n in storage.holders(m) if n in usable),
-                   key=lambda n: (n in busy, het.expected_time(storage, m, n), str(n)))
-    out = []
+    busy = set(busy)
+    order = sorted((n for n in usable if n in storage.machines),
+                   key=lambda n: (n in busy, het.row_time(storage, m, n), str(n)))
+    asks = []
     for n in order:
         if need <= 0:
             break
-        ranges = tuple((a, b) for a, b in storage.rows_of(m, n) if not set(range(a, b)) <= have)
-        if not ranges:
-            continue
-        new = {i for a, b in ranges for i in range(a, b)} - have
-        out.append((n, ranges))
-        need -= len(new)
-        have |= new
-    return out, max(0, need)
+        ranges = het.ranges_minus(storage.rows_of(m, n), have)[:max(1, need)]
+        if ranges:
+            asks.append((n, ranges))
+            need -= sum(b - a for a, b in ranges)
+            have |= {i for a, b in ranges for i in range(a, b)}
+    return asks, max(0, need), order
+
+
+def top_up_time(storage, m: int, machine, rows: int) -> float:
+    """Model time (time units) of a top-up call of ``rows`` coded rows of master ``m`` on
+    ``machine``: ``rows`` times the expected time of one (:func:`~.hetero.row_time`)."""
+    return het.row_time(storage, m, machine) * rows
 
 
 # -- pacing of the model-driven policies ---------------------------------------------------------

@@ -1,0 +1,284 @@
+"""Heterogeneous masters (MATH.md §3) in simulated time.  Pure: numpy and scipy (no Ray).
+
+The storage is kept the runtime's way (its ``HeteroKeeper``): planned for the first machines,
+then planned anew (:func:`~elastic_coded.schemes.policies.hetero.plan_storage`, joiners
+``fresh``) whenever :func:`~elastic_coded.schemes.policies.rules.hetero_needs_replan` says so,
+with the speed estimates the controller starts with.  A step, as the runtime's ``run_hetero``:
+
+* :func:`~elastic_coded.schemes.policies.hetero.step_plan` with the runtime's generator
+  ``default_rng([seed, step])`` says which master each machine serves and its model time
+  ``pace``; a serving machine returns all its coded rows of that master at
+  ``pace * time_scale * slowdown``.
+* Master ``m`` completes when the distinct coded rows it has received reach ``L_m``; the step
+  ends when every master has completed.
+* Rows a master lacks are topped up (:func:`~elastic_coded.schemes.policies.rules.top_up`): at
+  time 0 where the machines serving it hold fewer than ``L_m`` (a probabilistic draw), and when
+  a crash is noticed; the usable machines are asked for rows not yet received or in flight, and
+  rows none of them holds are stored afresh (:func:`~elastic_coded.schemes.policies.hetero.rescue`,
+  kept in the storage as the runtime's keeper keeps it).  A top-up call of ``r`` rows takes
+  :func:`~elastic_coded.schemes.policies.rules.top_up_time` times ``time_scale``.
+* A machine that crashes never returns anything; its death is noticed at ``crash_at`` of its
+  first call's duration.  The storage is planned anew before the next step (the machines
+  changed).  A rescue that finds no machine or no free coded row loses the step (``inf``), as
+  the runtime raises.
+
+A machine runs its calls one after the other (as the USCTEC executor's machines do; the
+runtime's emulation paces concurrent calls independently).  :func:`lower_bound` is the model's
+floor under every step.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..schemes.plan import PlanError
+from ..schemes.policies import hetero as het
+from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
+
+__all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "hetero_step",
+           "lower_bound"]
+
+
+@dataclass(frozen=True)
+class HeteroVariant:
+    """Policy ``hetero`` as the simulator runs it: the masters' row counts ``masters = (L_1,
+    ..., L_M)`` and the policy's options."""
+
+    name: str = "hetero"
+    masters: tuple = ()
+    options: het.HeteroOptions = field(default_factory=het.HeteroOptions)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: a non-empty string, got {self.name!r}")
+        ms = tuple(self.masters)
+        if not ms or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1
+                         for x in ms):
+            raise ValueError(f"masters: the row counts (L_1, ..., L_M) of at least one master, "
+                             f"ints >= 1, got {self.masters!r}")
+        object.__setattr__(self, "masters", tuple(int(x) for x in ms))
+        if not isinstance(self.options, het.HeteroOptions):
+            raise TypeError(f"options: a HeteroOptions, got {type(self.options).__name__}")
+
+
+@dataclass(frozen=True)
+class HeteroStep:
+    """One simulated heterogeneous-masters step."""
+
+    time: float
+    """When the last master completed (``inf``: lost)."""
+    master_times: tuple
+    """When each master completed (``inf``: never)."""
+    replans: int
+    """Storage plans made before this step (0 or 1)."""
+    rows_moved: int
+    """Coded rows stored for this step: by the plan before it and by rescues in it."""
+    topped_up: tuple = ()
+    """Masters that got top-up calls."""
+    top_up_calls: int = 0
+    rescued_rows: int = 0
+    """Coded rows stored afresh during the step (:func:`~.hetero.rescue`)."""
+    lower_bound: float = 0.0
+    """:func:`lower_bound` of the step."""
+    t_star: float = 0.0
+    """``max_m t*_m`` of the step's assignment, times ``time_scale`` (MATH.md §3)."""
+
+
+def lower_bound(storage: het.HeteroStorage, live, slow: Mapping, time_scale: float) -> float:
+    """A floor under the step's time in the model: every call of ``l`` rows of master ``m`` on
+    machine ``n`` takes at least ``a[m,n] l time_scale min(1, slowdown[n])`` (the shift of
+    ``T = a l + Exp(u/l)``; a top-up's expected time ``(a l + l/u) time_scale`` is more), and a
+    machine runs its calls one after the other; so ``L_m`` distinct rows of every master need
+    at least the optimum ``t`` of the LP ``sum_n x[m,n] >= L_m``, ``sum_m a[m,n] c_n x[m,n] <=
+    t``, ``x >= 0`` over the machines ``live`` (those that do not crash), ``c_n = time_scale
+    min(1, slowdown[n])``."""
+    from scipy.optimize import linprog
+
+    live = set(live)
+    cols = [j for j, n in enumerate(storage.machines) if n in live]
+    M, J = len(storage.L), len(cols)
+    if not J:
+        return math.inf
+    c = np.array([time_scale * min(1.0, float(slow.get(storage.machines[j], 1.0)))
+                  for j in cols])
+    a = storage.problem.a[:, cols] * c[None, :]            # (M, J): time per row
+    # variables: x[m, j] (row-major), then t
+    A_ub = np.zeros((M + J, M * J + 1))
+    for m in range(M):
+        A_ub[m, m * J:(m + 1) * J] = -1.0                  # -sum_j x[m, j] <= -L_m
+    for j in range(J):
+        A_ub[M + j, j:M * J:J] = a[:, j]                   # sum_m a x[m, j] - t <= 0
+        A_ub[M + j, -1] = -1.0
+    b_ub = np.concatenate([-np.asarray(storage.L, dtype=np.float64), np.zeros(J)])
+    obj = np.zeros(M * J + 1)
+    obj[-1] = 1.0
+    res = linprog(obj, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"lower_bound: the LP failed: {res.message}")
+    return float(res.x[-1])
+
+
+@dataclass
+class _Call:
+    machine: object
+    master: int
+    rows: frozenset
+    at: float
+    """When it returns, or (``fails``) when its machine's death is noticed."""
+    fails: bool
+
+
+@dataclass(frozen=True)
+class HeteroOutcome:
+    """What :func:`hetero_step` did."""
+
+    time: float
+    """When the last master completed (``inf``: lost)."""
+    master_times: tuple
+    topped_up: tuple
+    top_up_calls: int
+    rescued_rows: int
+    storage: het.HeteroStorage = field(repr=False)
+    """The storage after the step's rescues."""
+
+
+class _Step:
+    """The state of one step's event simulation (module docstring)."""
+
+    def __init__(self, plan: het.HeteroStepPlan, present, slow: Mapping, crashed, ts: float,
+                 crash_at: float):
+        self.st = plan.storage      # the step's storage: what top-ups ask of
+        self.keep = plan.storage    # the keeper's, with the step's rescues
+        self.L = plan.L
+        self.present, self.slow = tuple(present), slow
+        self.crashed, self.ts, self.crash_at = set(crashed), ts, crash_at
+        self.calls: list[_Call] = []
+        self.pending: set = set()
+        self.heap: list = []
+        self.free: dict = {}
+        self.death: dict = {}
+        self.dead: set = set()
+        self.received = [set() for _ in self.L]
+        self.done = [math.inf] * len(self.L)
+        self.topped: set = set()
+        self.top_up_calls = self.rescued = 0
+        self.lost = False
+
+    def dispatch(self, n, m: int, ranges, t: float, duration: float) -> None:
+        start = max(t, self.free.get(n, 0.0))
+        self.free[n] = start + duration
+        fails = n in self.crashed
+        if fails:
+            self.death.setdefault(n, start + self.crash_at * duration)
+        at = max(t, self.death[n]) if fails else start + duration
+        rows = frozenset(i for a, b in ranges for i in range(a, b))
+        self.calls.append(_Call(n, m, rows, at, fails))
+        self.pending.add(len(self.calls) - 1)
+        heapq.heappush(self.heap, (at, len(self.calls) - 1))
+
+    def _ask(self, n, m: int, ranges, t: float) -> None:
+        rows = sum(b - a for a, b in ranges)
+        self.dispatch(n, m, ranges, t, paced(top_up_time(self.st, m, n, rows), self.ts))
+        self.topped.add(m)
+        self.top_up_calls += 1
+
+    def top_up(self, m: int, t: float) -> None:
+        have = self.received[m].union(*(self.calls[i].rows for i in self.pending
+                                        if self.calls[i].master == m))
+        busy = {self.calls[i].machine for i in self.pending}
+        usable = [n for n in self.present if n not in self.dead]
+        asks, short, order = top_up(self.st, m, have, busy, usable)
+        for n, ranges in asks:
+            self._ask(n, m, ranges, t)
+        if short:
+            have |= {i for _, rs in asks for a, b in rs for i in range(a, b)}
+            try:
+                self.keep, moves = het.rescue(self.keep, m, short, have, order)
+            except PlanError:
+                self.lost = True
+                return
+            self.rescued += sum(b - a for _, a, b, _ in moves)
+            self._ask(moves[0][3], m, tuple((a, b) for _, a, b, _ in moves), t)
+
+    def run(self, plan: het.HeteroStepPlan) -> None:
+        for n, m in plan.serve.items():
+            duration = paced(plan.pace[n], self.ts, float(self.slow.get(n, 1.0)))
+            self.dispatch(n, m, self.st.rows_of(m, n), 0.0, duration)
+        for m in range(len(self.L)):
+            self.top_up(m, 0.0)
+        while self.heap and not self.lost and not all(map(math.isfinite, self.done)):
+            t, i = heapq.heappop(self.heap)
+            self.pending.discard(i)
+            c = self.calls[i]
+            if c.fails:
+                self.dead.add(c.machine)
+                if not math.isfinite(self.done[c.master]):
+                    self.top_up(c.master, t)
+            elif not math.isfinite(self.done[c.master]):
+                self.received[c.master] |= c.rows
+                if len(self.received[c.master]) >= self.L[c.master]:
+                    self.done[c.master] = t
+
+
+def hetero_step(plan: het.HeteroStepPlan, present, slow: Mapping | None = None, crashed=(),
+                time_scale: float = 1.0, crash_at: float = 0.5) -> HeteroOutcome:
+    """Simulate one step of ``plan`` (module docstring) for the machines ``present``;
+    ``slow``: ``{machine: slowdown}``; ``crashed``: machines that die during the step."""
+    s = _Step(plan, present, slow or {}, crashed, float(time_scale), float(crash_at))
+    s.run(plan)
+    done = tuple(s.done)
+    T = math.inf if s.lost else max(done, default=0.0)
+    return HeteroOutcome(T, done, tuple(sorted(s.topped)), s.top_up_calls, s.rescued, s.keep)
+
+
+class HeteroRun:
+    """One hetero variant over a trace: its storage across steps (the runtime's keeper) and
+    each step's event simulation."""
+
+    def __init__(self, variant: HeteroVariant, machines, estimates: Mapping, seed: int,
+                 time_scale: float, crash_at: float):
+        self.v = variant
+        self.seed, self.ts, self.crash_at = int(seed), float(time_scale), float(crash_at)
+        M = len(variant.masters)
+        self.caps = het.capacities(variant.options, variant.masters, None)
+        self.explicit = het.explicit_columns(variant.options, M, tuple(machines))
+        self.storage = None
+        self.est: dict = dict(estimates)
+        try:
+            self._plan(list(machines), ())
+        except PlanError:  # too few machines: every step fails until enough are present
+            self.storage = None
+
+    def _plan(self, machines: list, fresh) -> int:
+        """Plan the storage for ``machines``; returns the rows it moves."""
+        speeds = {n: self.est[n] for n in machines}
+        self.storage, moves, _ = het.plan_storage(
+            self.v.options, self.v.masters, machines, speeds, self.storage, self.explicit,
+            self.caps, seed=self.seed, fresh=fresh)
+        return sum(b - a for _, a, b, _ in moves)
+
+    def step(self, t: int, present, estimates: Mapping, slow: Mapping, crashed,
+             fresh=()) -> HeteroStep:
+        """Step ``t`` for the machines ``present`` (``fresh``: those that joined before it)."""
+        self.est.update(estimates)
+        present = list(present)
+        moved = replans = 0
+        try:
+            if hetero_needs_replan(self.storage, present, fresh):
+                moved, replans = self._plan(present, fresh), 1
+            het.check_decodable(self.storage, present)
+        except PlanError:  # too few machines or rows: the runtime fails the step
+            return HeteroStep(math.inf, (math.inf,) * len(self.v.masters), replans, moved)
+        plan = het.step_plan(self.storage, np.random.default_rng([self.seed, t]))
+        live = [n for n in present if n not in set(crashed)]
+        bound = lower_bound(plan.storage, live, slow, self.ts)
+        out = hetero_step(plan, present, slow, crashed, self.ts, self.crash_at)
+        self.storage = out.storage
+        return HeteroStep(out.time, out.master_times, replans, moved + out.rescued_rows,
+                          out.topped_up, out.top_up_calls, out.rescued_rows, bound,
+                          max(plan.t_star) * self.ts)

@@ -1,0 +1,127 @@
+"""The policies the simulator runs, as values: :class:`Variant` (a USCTEC-family plan function on a
+placement kind), :class:`~elastic_coded.sim.unified.UnifiedVariant`,
+:class:`~elastic_coded.sim.hetero.HeteroVariant`, and the bounds.  Pure (no Ray)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..schemes.policies.hetero import HeteroOptions
+from ..schemes.policies.unified import UnifiedOptions
+from ..schemes.registry import SPECULATION, get_policy
+from .executor import SPEED_BLIND, Speculation
+from .hetero import HeteroVariant
+from .unified import UnifiedVariant
+
+__all__ = ["Variant", "VARIANTS", "BOUNDS", "SCHEMES", "resolve_policies"]
+
+BOUNDS = ("ideal", "lower_bound")
+"""USCTEC-family bounds, reported like policies (see :mod:`elastic_coded.sim.runner`)."""
+
+SCHEMES = ("unified", "hetero")
+"""The other storage families, by name (their options come with :func:`simulate`)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A policy as the simulator runs it: a plan function (a registry name or a callable
+    ``(placement, available, speeds, L, S) -> StepPlan``) on a placement kind (``"cyclic"`` or
+    ``"design"``), optionally with speculative backups (uncoded split only; a registry policy
+    listed in ``SPECULATION`` gets them by default, with its multiplier) and its own learning
+    switch (``None``: the simulation's)."""
+
+    name: str
+    plan: object = "usctec"
+    placement: str = "design"
+    speculation: Speculation | None = None
+    learn: bool | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: a non-empty string, got {self.name!r}")
+        if isinstance(self.plan, str):
+            get_policy(self.plan)
+        elif not callable(self.plan):
+            raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
+        if self.placement not in ("cyclic", "design"):
+            raise ValueError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
+        if self.speculation is None and isinstance(self.plan, str) and self.plan in SPECULATION:
+            object.__setattr__(self, "speculation", Speculation(SPECULATION[self.plan]))
+        if self.speculation is not None and self.plan not in ("uncoded", "speculative"):
+            raise ValueError(f"speculation: runs on the uncoded split ('uncoded' or "
+                             f"'speculative'), not {self.plan!r}")
+
+    @property
+    def speed_blind(self) -> bool:
+        return isinstance(self.plan, str) and self.plan in SPEED_BLIND
+
+    @property
+    def plan_key(self):
+        """Variants with the same plan function on the same placement kind share plans."""
+        fn = self.plan_fn()
+        return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""), id(fn),
+                self.placement)
+
+    def plan_fn(self) -> Callable:
+        return get_policy(self.plan) if isinstance(self.plan, str) else self.plan
+
+
+VARIANTS: dict[str, Variant] = {
+    "usctec": Variant("usctec", "usctec", "design"),
+    "uncoded": Variant("uncoded", "uncoded", "design"),
+    "speculative": Variant("speculative", "speculative", "design"),
+    "cyclic": Variant("cyclic", "cyclic", "design"),
+    "usctec-cyclic": Variant("usctec-cyclic", "usctec", "cyclic"),
+    "cec": Variant("cec", "cyclic", "cyclic"),
+}
+"""Built-in policies: ``usctec`` (the runtime's default, on ``design_placement``), and on that same
+placement ``uncoded`` (rows split evenly, wait for all), ``speculative`` (the uncoded split with
+backup tasks) and ``cyclic`` (equal loads ``(L+S)/N_t``); on the cyclic placement,
+``usctec-cyclic`` (USCTEC's plan) and ``cec`` (coded elastic computing as published: cyclic
+placement, equal loads)."""
+
+
+def _scheme(name: str, unified_options, hetero_options, masters):
+    if name == "unified":
+        return UnifiedVariant("unified", unified_options or UnifiedOptions())
+    if masters is None:
+        raise ValueError("masters: policy 'hetero' needs the masters' row counts "
+                         "masters=(L_1, ..., L_M)")
+    return HeteroVariant("hetero", tuple(masters), hetero_options or HeteroOptions())
+
+
+def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None = None,
+                     hetero_options: HeteroOptions | None = None, masters=None) -> list:
+    """The variants ``policies`` name: a :data:`VARIANTS` name, a bound, ``"unified"`` (with
+    ``unified_options``), ``"hetero"`` (with ``masters`` and ``hetero_options``), or a variant
+    value.  Names must be distinct; options given for a scheme not asked for are an error."""
+    out, seen = [], set()
+    for p in policies:
+        if isinstance(p, (Variant, UnifiedVariant, HeteroVariant)):
+            v = p
+        elif isinstance(p, str) and p in BOUNDS:
+            v = p
+        elif isinstance(p, str) and p in VARIANTS:
+            v = VARIANTS[p]
+        elif isinstance(p, str) and p in SCHEMES:
+            v = _scheme(p, unified_options, hetero_options, masters)
+        else:
+            raise ValueError(f"policies: unknown policy {p!r}; known: "
+                             f"{sorted(VARIANTS) + list(BOUNDS) + list(SCHEMES)} or a Variant, "
+                             f"UnifiedVariant or HeteroVariant")
+        name = v if isinstance(v, str) else v.name
+        if name in seen:
+            raise ValueError(f"policies: {name!r} given twice")
+        seen.add(name)
+        out.append(v)
+    if not out:
+        raise ValueError("policies: give at least one")
+    names = [p for p in policies if isinstance(p, str)]
+    for key, val, scheme in (("unified_options", unified_options, "unified"),
+                             ("hetero_options", hetero_options, "hetero"),
+                             ("masters", masters, "hetero")):
+        if val is not None and scheme not in names:
+            raise ValueError(f"{key}: given, but {scheme!r} is not among the policies "
+                             f"{list(names)} (a {scheme.capitalize()}Variant carries its own)")
+    return out
