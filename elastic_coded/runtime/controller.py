@@ -20,6 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import MachineSpec
+from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .keepers import make_keeper
 from .worker import Worker
 
@@ -60,8 +61,13 @@ class PreparedStep:
 class _Member:
     spec: MachineSpec
     handle: object
-    speed_est: float
+    est: SpeedEstimate
     node: str | None
+
+    @property
+    def speed_est(self) -> float:
+        """The planning speed: robust to one-step stragglers (:mod:`~elastic_coded.schemes.speeds`)."""
+        return self.est.speed
 
 
 _CHUNKS = 64  # a source goes into the object store in about this many row chunks
@@ -169,7 +175,7 @@ class Controller:
         if self.auto is not None:
             specs += self._auto_specs()
         for s in specs:
-            self.members[s.id] = _Member(s, self._spawn(s), s.speed, s.node)
+            self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
         dead = await self._store(self.keeper.start(specs))
         if dead:
             raise RuntimeError(f"machines {dead} died while receiving their rows")
@@ -208,7 +214,7 @@ class Controller:
             raise ValueError(f"machines: ids {clash} are already present or repeated")
         moved_total = 0
         for s in specs:
-            self.members[s.id] = _Member(s, self._spawn(s), s.speed, s.node)
+            self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
             moved = self.keeper.join(s)
             if await self._store(moved):
                 self._drop(s.id)  # died before it could be planned in
@@ -409,15 +415,11 @@ class Controller:
             if ratios:
                 f = float(np.median(ratios))
                 for mem in self.members.values():
-                    mem.speed_est *= f
+                    mem.est = rescale(mem.est, f)
                 self._calibrated = True
         for m, (value, kind) in measured.items():
-            if m not in self.members or not np.isfinite(value) or value <= 0:
-                continue
-            est = self.members[m].speed_est
-            if kind == "upper" and value >= est:
-                continue
-            self.members[m].speed_est = 0.5 * est + 0.5 * value
+            if m in self.members and np.isfinite(value) and value > 0:
+                self.members[m].est = observe(self.members[m].est, value, kind)
 
     def _metric(self):
         if self._metrics is None:
