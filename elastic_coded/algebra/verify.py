@@ -13,8 +13,9 @@ changing ``A`` afterwards invalidates the sketch).
 
 *Finite fields.*  Exact comparison.  For any fixed wrong ``Y`` (``E = Y - A[a:b] B != 0``) a
 column ``e != 0`` of ``E`` gives ``u e`` uniform over the field for each row ``u`` of ``U``, so the
-check accepts with probability exactly ``q^-t`` (``q`` the field's order) provided ``U`` is unknown
-to whoever produced ``Y``: draw the sketch from an unpredictable seed (``seed=None``).  The default
+check accepts with probability at most ``q^-t`` (``q`` the field's order; ``q^-(t rank E)``
+exactly) provided ``U`` is unknown to whoever produced ``Y``: draw the sketch from an
+unpredictable seed (``seed=None``).  The default
 ``t`` is the smallest ``t >= 2`` with ``q^-t <= 1e-9``: 2 for ``p = 2^31 - 1`` and ``p = 65521``
 (``2.3e-10``), 4 for ``GF(2^8)`` (``2.3e-10``).
 
@@ -30,9 +31,10 @@ error of ``Y`` (``condition = 1, extra_terms = 0`` for a plain product; for a La
 from positions ``P``, ``condition = code.decode_condition(P)`` and ``extra_terms = 10 L``:
 ``lagrange.py``'s bound) and the other terms bound the rounding of the check itself.  An honest
 ``Y`` therefore always passes.  A perturbation ``E`` adds ``U_s E`` to the residual;
-``||U_s E||_F^2`` is a sum of ``sigma_k(E)^2 chi^2_t`` terms, so with the default ``t = 8`` a
-rank-one ``E`` with ``||E||_F >= 40 tol`` (and, in general, ``>= 2 tol / x`` for ``chi^2_t``'s
-``x^2``-quantile) is rejected except with probability ``P[chi^2_8 < 1/400] ~ 1e-13``.  The bound
+``||U_s E||_F^2`` is a sum of ``sigma_k(E)^2 chi^2_t`` terms, and any ``||U_s E||_F > 2 tol``
+rejects, so with the default ``t = 8`` a rank-one ``E`` with ``||E||_F >= 40 tol`` is rejected
+except with probability ``P[chi^2_8 < 1/400] ~ 1e-13`` (rank one has the heaviest lower tail:
+higher ranks average several ``chi^2_t`` terms).  The bound
 is a worst case: ``CheckResult.tolerance / scale`` shows how loose it is against the result's
 size, and it grows with ``condition`` (for ill-conditioned decodes it can exceed the result).
 

@@ -204,6 +204,7 @@ def test_check_errors():
 
 # -- fault location --------------------------------------------------------------------------------
 def _lagrange_results(F, L, S, rng, rows=6, inner=5, width=2):
+    """A code over F, every position's honest result {position: H}, and the blocks A B_l."""
     code = lagrange_code(F, L, S)
     A, B = F.random((rows, inner), rng), F.random((inner, L * width), rng)
     coded = code.encode(B)
@@ -216,8 +217,7 @@ def _lagrange_results(F, L, S, rng, rows=6, inner=5, width=2):
        seed=st.integers(0, 2**31), data=st.data())
 @settings(max_examples=50, deadline=None)
 def test_lagrange_liars_up_to_the_correctable_number_are_located(spec, L, S, seed, data):
-    F = field(spec)
-    rng = np.random.default_rng(seed)
+    F, rng = field(spec), np.random.default_rng(seed)
     code, H, want = _lagrange_results(F, L, S, rng)
     n = data.draw(st.integers(L + 1, L + S))  # the results that arrived
     got = {int(p): H[int(p)] for p in rng.permutation(L + S)[:n]}
@@ -236,8 +236,7 @@ def test_lagrange_liars_up_to_the_correctable_number_are_located(spec, L, S, see
 @settings(max_examples=50, deadline=None)
 def test_lagrange_liars_beyond_the_correctable_are_detected_never_decoded(spec, L, S, seed, data):
     """With max_faults = f, f < e <= n - L - f liars always raise."""
-    F = field(spec)
-    rng = np.random.default_rng(seed)
+    F, rng = field(spec), np.random.default_rng(seed)
     code, H, _ = _lagrange_results(F, L, S, rng)
     n = L + S
     f = data.draw(st.integers(0, (S - 1) // 2))
@@ -322,8 +321,7 @@ def test_real_lagrange_liars_are_located(L, S, liars):
        seed=st.integers(0, 2**31), data=st.data())
 @settings(max_examples=50, deadline=None)
 def test_mds_liars_are_located(spec, k, extra, seed, data):
-    F = field(spec)
-    rng = np.random.default_rng(seed)
+    F, rng = field(spec), np.random.default_rng(seed)
     code = mds_code(F, k + extra, k, seed=seed % 100)
     msg = F.random((k, 3, 2), rng)
     coded = code.encode(msg)
