@@ -20,6 +20,14 @@ benchmark:
 * ``learning``: speeds spread 1..4x but unknown to the planner (every estimate starts at 1),
   learnt by the controller's rule; usctec learning vs usctec with its first estimates, cyclic,
   ideal.  Shows the plan cache at work (re-plans only while the estimates move by more than 5%).
+* ``schemes``: the unified framework and heterogeneous masters on ``N`` = 12 and 20 machines
+  (quick: 12), steady and under churn (per step 5% chance of a leave, 5% of a crash, 10% of a
+  join, one straggler slowed 5x): unified on speed-1 machines waiting for the fastest 2 or 4 of
+  its servers (``mu = 1/2``, 4 inputs per step) against MATH.md's ``D(q)``, re-designs and coded
+  rows moved (in copies of ``A``); hetero on speeds 1..3x (two masters of 60 and 100 rows, the
+  iterated greedy assignment) against its uncoded and unbalanced-coded baselines and the
+  model's lower bound.  Their times are in their models' units (not comparable with the USCTEC
+  family's).
 
 Step times are reported in units of ``time_scale / N`` (the time a speed-1 machine takes for a
 ``1/N`` share of ``A @ B``), so rows for different ``N`` compare directly; ratios are of mean step
@@ -44,7 +52,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
-from elastic_coded.sim import LinearSpeeds, Variant, simulate  # noqa: E402
+from elastic_coded.schemes.unified import latency_load  # noqa: E402
+from elastic_coded.sim import (HeteroOptions, HeteroVariant, LinearSpeeds,  # noqa: E402
+                               UniformSpeeds, UnifiedOptions, UnifiedVariant, Variant, simulate)
 from results_io import write_results  # noqa: E402
 
 L, S = 4, 2
@@ -135,8 +145,161 @@ def scenario_learning(N: int, steps: int) -> dict:
     return sc
 
 
+MASTERS = (60, 100)
+UNIFIED = (UnifiedVariant("unified-q2", UnifiedOptions(mu="1/2", q=2, N=4)),
+           UnifiedVariant("unified-q4", UnifiedOptions(mu="1/2", q=4, N=4)))
+HETERO = (HeteroVariant("hetero", MASTERS),
+          HeteroVariant("hetero-uncoded", MASTERS, HeteroOptions(assignment="uncoded")),
+          HeteroVariant("hetero-unbalanced", MASTERS, HeteroOptions(assignment="unbalanced_coded")))
+
+
+def _scheme_rows(res, N: int) -> dict:
+    """The scheme variants' summaries, with the theory each is read against."""
+    out = {}
+    for name, s in res.summary.items():
+        row, det = dict(s), res.details[name]
+        v = next(v for v in UNIFIED + HETERO if v.name == name)
+        if isinstance(v, UnifiedVariant):
+            row["D_theory"] = float(latency_load(N, v.options.mu, v.inputs, v.options.q)[0])
+            row["copies_moved"] = float((res.rows_moved[name] / det["m"]).sum())
+        else:
+            row["lower_bound_mean"] = float(det["lower_bound"].mean())
+            row["t_star_mean"] = float(det["t_star"].mean())
+            row["rescued_rows"] = int(det["rescued_rows"].sum())
+        out[name] = row
+    return out
+
+
+def scenario_schemes(N: int, steps: int) -> dict:
+    """Unified on speed-1 machines (so D(q) applies), hetero on speeds 1..3x; both steady and
+    on the same churn script."""
+    churn = ChurnScript(random=RandomChurn(leave=0.05, crash=0.05, join=0.10, stragglers=1,
+                                           factor=5, min_machines=N // 2), seed=7)
+    out = {"N": N, "steps": steps}
+    for name, ch in (("steady", None), ("churn", churn)):
+        t0 = time.perf_counter()
+        ru = simulate(N, steps, L=L, S=S, churn=ch, seed=3, policies=UNIFIED, baseline=None)
+        rh = simulate(N, steps, L=L, S=S, churn=ch, seed=3, speeds=UniformSpeeds(1.0, 3.0),
+                      policies=HETERO, baseline=None)
+        out[name] = {"counts": rh.counts, "policies": {**_scheme_rows(ru, N),
+                                                       **_scheme_rows(rh, N)},
+                     "wall_s": {"total": time.perf_counter() - t0}}
+    return out
+
+
 def _f(x, nd=2):
     return "—" if x is None else f"{x:.{nd}f}"
+
+
+def _md_stragglers(rows: list) -> list:
+    lines = ["## 2 random stragglers per step, slowed 5x", "",
+             "| N | steps | usctec | uncoded | speculative | cyclic | ideal | usctec / uncoded | "
+             "usctec / speculative | plan ms/step (usctec) | per re-plan | wall s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in rows:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['uncoded']['mean_share']:.3f} | {p['speculative']['mean_share']:.3f} | "
+            f"{p['cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
+            f"{sc['ratios']['usctec/uncoded']:.2f}x | {sc['ratios']['usctec/speculative']:.2f}x | "
+            f"{p['usctec']['plan_ms']:.2f} | {_f(p['usctec']['plan_ms_per_replan'], 0)} | "
+            f"{sc['wall_s']['total']:.1f} |")
+    return lines
+
+
+def _md_heterogeneous(rows: list) -> list:
+    lines = ["", "## Persistent speeds spread 1..4x (known to the planner)", "",
+             "| N | steps | usctec | cyclic | cec | usctec-cyclic | ideal | usctec / cyclic | "
+             "usctec / cec | usctec / ideal | wall s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in rows:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['cyclic']['mean_share']:.3f} | {p['cec']['mean_share']:.3f} | "
+            f"{p['usctec-cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
+            f"{sc['ratios']['usctec/cyclic']:.2f}x | {sc['ratios']['usctec/cec']:.2f}x | "
+            f"{sc['ratios']['usctec/ideal']:.2f}x | {sc['wall_s']['total']:.1f} |")
+    return lines
+
+
+def _md_churn(rows: list) -> list:
+    lines = ["", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
+             "| N | steps | usctec | uncoded | usctec / uncoded | median ratio | lost steps "
+             "(usctec / uncoded) | joins / leaves / crashes | churn per step | pieces short of L "
+             "(usctec) | plan ms/step (usctec / uncoded) | storage ms/step | wall s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in rows:
+        p, c = sc["policies"], sc["counts"]
+        stor = sum(sc["storage_ms_per_step"].values())
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['uncoded']['mean_share']:.3f} | {sc['ratios']['usctec/uncoded']:.2f}x | "
+            f"{sc['ratios']['usctec/uncoded (median)']:.2f}x | "
+            f"{p['usctec']['lost']} / {p['uncoded']['lost']} | "
+            f"{c['joins']} / {c['leaves']} / {c['crashes']} | {100 * sc['churn_per_step']:.0f}% | "
+            f"{p['usctec']['recovered']} | {p['usctec']['plan_ms']:.0f} / "
+            f"{p['uncoded']['plan_ms']:.0f} | {stor:.0f} | {sc['wall_s']['total']:.1f} |")
+    return lines
+
+
+def _md_learning(rows: list) -> list:
+    lines = ["", "## Speeds spread 1..4x, learnt (estimates start at 1; plan cache tolerance 5%)",
+             "", "| N | steps | usctec (learning) | usctec (first estimates) | cyclic | ideal | "
+             "usctec / cyclic | settled by step | re-plans | plan ms/step | per re-plan | "
+             "wall s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in rows:
+        p = sc["policies"]
+        lines.append(
+            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
+            f"{p['usctec-static']['mean_share']:.3f} | {p['cyclic']['mean_share']:.3f} | "
+            f"{p['ideal']['mean_share']:.3f} | {sc['ratios']['usctec/cyclic']:.2f}x | "
+            f"{sc['settled_step']} | {p['usctec']['replans']} | {p['usctec']['plan_ms']:.2f} | "
+            f"{_f(p['usctec']['plan_ms_per_replan'], 0)} | {sc['wall_s']['total']:.1f} |")
+    return lines
+
+
+def _md_schemes(rows: list) -> list:
+    lines = ["", "## Unified and heterogeneous masters, steady and under churn", "",
+             "Mean step times in the models' time units (`time_scale` = 1). Unified: the Map "
+             "(fastest q of the servers, mu = 1/2, 4 inputs), MATH.md's D(q) for K = N beside it; "
+             "re-designs and coded rows moved in copies of A. Hetero: masters of 60 and 100 rows; "
+             "the model's lower bound and t* of the assignment beside it.", "",
+             "| N | trace | joins / leaves / crashes | unified q=2 (D) | q=4 (D) | re-designs | "
+             "copies of A moved (q=2 / q=4) | hetero | uncoded | unbalanced coded | "
+             "lower bound | t* | re-plans | rescued rows | lost | wall s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sc in rows:
+        for name in ("steady", "churn"):
+            r = sc[name]
+            p, c = r["policies"], r["counts"]
+            u2, u4, h = p["unified-q2"], p["unified-q4"], p["hetero"]
+            lost = sum(row["lost"] for row in p.values())
+            lines.append(
+                f"| {sc['N']} | {name} | {c['joins']} / {c['leaves']} / {c['crashes']} | "
+                f"{u2['mean']:.3f} ({u2['D_theory']:.3f}) | {u4['mean']:.3f} "
+                f"({u4['D_theory']:.3f}) | {u2['redesigns']} | {u2['copies_moved']:.1f} / "
+                f"{u4['copies_moved']:.1f} | {h['mean']:.3f} | "
+                f"{p['hetero-uncoded']['mean']:.3f} | {p['hetero-unbalanced']['mean']:.3f} | "
+                f"{h['lower_bound_mean']:.3f} | {h['t_star_mean']:.3f} | {h['redesigns']} | "
+                f"{h['rescued_rows']} | {lost} | {r['wall_s']['total']:.1f} |")
+    return lines
+
+
+def _md_speed(sp: dict | None) -> list:
+    if not sp:
+        return []
+    w = sp["wall_s"]
+    return ["", "## Simulator speed", "",
+            f"N = {sp['N']} machines x {sp['steps']} steps, 2 stragglers per step, four "
+            f"policies (usctec, uncoded, speculative, cyclic) and the ideal bound, no "
+            f"learning: **{w['total']:.1f} s** wall "
+            f"(trace {w['trace']:.2f} s, initial placement {w['placement']:.2f} s, "
+            f"planning {w['planning']:.2f} s for {sum(sp['replans'].values())} solves, "
+            f"execution {w['execution']:.2f} s = "
+            f"{1e6 * w['execution'] / sp['steps'] / 4:.0f} us per policy-step)."]
 
 
 def to_markdown(res: dict) -> str:
@@ -151,75 +314,9 @@ def to_markdown(res: dict) -> str:
         "`A @ B`); ratios of mean step times on the same trace. `plan ms/step`: measured "
         "planning wall time (LP) per step, amortised by the plan cache; `per re-plan`: one "
         "solve.", ""]
-    st = res["stragglers"]
-    lines += ["## 2 random stragglers per step, slowed 5x", "",
-              "| N | steps | usctec | uncoded | speculative | cyclic | ideal | usctec / uncoded | "
-              "usctec / speculative | plan ms/step (usctec) | per re-plan | wall s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for sc in st:
-        p = sc["policies"]
-        lines.append(
-            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
-            f"{p['uncoded']['mean_share']:.3f} | {p['speculative']['mean_share']:.3f} | "
-            f"{p['cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
-            f"{sc['ratios']['usctec/uncoded']:.2f}x | {sc['ratios']['usctec/speculative']:.2f}x | "
-            f"{p['usctec']['plan_ms']:.2f} | {_f(p['usctec']['plan_ms_per_replan'], 0)} | "
-            f"{sc['wall_s']['total']:.1f} |")
-    he = res["heterogeneous"]
-    lines += ["", "## Persistent speeds spread 1..4x (known to the planner)", "",
-              "| N | steps | usctec | cyclic | cec | usctec-cyclic | ideal | usctec / cyclic | "
-              "usctec / cec | usctec / ideal | wall s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for sc in he:
-        p = sc["policies"]
-        lines.append(
-            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
-            f"{p['cyclic']['mean_share']:.3f} | {p['cec']['mean_share']:.3f} | "
-            f"{p['usctec-cyclic']['mean_share']:.3f} | {p['ideal']['mean_share']:.3f} | "
-            f"{sc['ratios']['usctec/cyclic']:.2f}x | {sc['ratios']['usctec/cec']:.2f}x | "
-            f"{sc['ratios']['usctec/ideal']:.2f}x | {sc['wall_s']['total']:.1f} |")
-    ch = res["churn"]
-    lines += ["", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
-              "| N | steps | usctec | uncoded | usctec / uncoded | median ratio | lost steps "
-              "(usctec / uncoded) | joins / leaves / crashes | churn per step | pieces short of L "
-              "(usctec) | plan ms/step (usctec / uncoded) | storage ms/step | wall s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for sc in ch:
-        p, c = sc["policies"], sc["counts"]
-        stor = sum(sc["storage_ms_per_step"].values())
-        lines.append(
-            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
-            f"{p['uncoded']['mean_share']:.3f} | {sc['ratios']['usctec/uncoded']:.2f}x | "
-            f"{sc['ratios']['usctec/uncoded (median)']:.2f}x | "
-            f"{p['usctec']['lost']} / {p['uncoded']['lost']} | "
-            f"{c['joins']} / {c['leaves']} / {c['crashes']} | {100 * sc['churn_per_step']:.0f}% | "
-            f"{p['usctec']['recovered']} | {p['usctec']['plan_ms']:.0f} / "
-            f"{p['uncoded']['plan_ms']:.0f} | {stor:.0f} | {sc['wall_s']['total']:.1f} |")
-    le = res["learning"]
-    lines += ["", "## Speeds spread 1..4x, learnt (estimates start at 1; plan cache tolerance 5%)",
-              "", "| N | steps | usctec (learning) | usctec (first estimates) | cyclic | ideal | "
-              "usctec / cyclic | settled by step | re-plans | plan ms/step | per re-plan | "
-              "wall s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for sc in le:
-        p = sc["policies"]
-        lines.append(
-            f"| {sc['N']} | {sc['steps']} | {p['usctec']['mean_share']:.3f} | "
-            f"{p['usctec-static']['mean_share']:.3f} | {p['cyclic']['mean_share']:.3f} | "
-            f"{p['ideal']['mean_share']:.3f} | {sc['ratios']['usctec/cyclic']:.2f}x | "
-            f"{sc['settled_step']} | {p['usctec']['replans']} | {p['usctec']['plan_ms']:.2f} | "
-            f"{_f(p['usctec']['plan_ms_per_replan'], 0)} | {sc['wall_s']['total']:.1f} |")
-    sp = res.get("speed")
-    if sp:
-        w = sp["wall_s"]
-        lines += ["", "## Simulator speed", "",
-                  f"N = {sp['N']} machines x {sp['steps']} steps, 2 stragglers per step, four "
-                  f"policies (usctec, uncoded, speculative, cyclic) and the ideal bound, no "
-                  f"learning: **{w['total']:.1f} s** wall "
-                  f"(trace {w['trace']:.2f} s, initial placement {w['placement']:.2f} s, "
-                  f"planning {w['planning']:.2f} s for {sum(sp['replans'].values())} solves, "
-                  f"execution {w['execution']:.2f} s = "
-                  f"{1e6 * w['execution'] / sp['steps'] / 4:.0f} us per policy-step)."]
+    lines += _md_stragglers(res["stragglers"]) + _md_heterogeneous(res["heterogeneous"])
+    lines += _md_churn(res["churn"]) + _md_learning(res["learning"])
+    lines += _md_schemes(res.get("schemes", [])) + _md_speed(res.get("speed"))
     return "\n".join(lines) + "\n"
 
 
@@ -238,6 +335,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
               "churn": {100: 40, 500: 15}} if quick else
              {"stragglers": 1000, "heterogeneous": 200, "learning": 200,
               "churn": {100: 100, 500: 40, 1000: 25, 2000: 15}})
+    scheme_Ns, scheme_steps = ((12,), 100) if quick else ((12, 20), 300)
     res = {"quick": quick, "L": L, "S": S, "storage": STORAGE, "Ns": list(Ns), "steps": steps,
            "command": "python benchmarks/bench_sim.py" + (" --quick" if quick else ""),
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -251,6 +349,12 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
             sc = fn(N, n_steps)
             print(f" {sc['wall_s']['total']:.1f} s", flush=True)
             res[name].append(sc)
+    res["schemes"] = []
+    for N in scheme_Ns:
+        print(f"  schemes: N={N}, {scheme_steps} steps ...", end="", flush=True)
+        t1 = time.perf_counter()
+        res["schemes"].append(scenario_schemes(N, scheme_steps))
+        print(f" {time.perf_counter() - t1:.1f} s", flush=True)
     speed = [sc for sc in res["stragglers"] if sc["N"] == 1000]
     if speed:
         res["speed"] = speed[0]

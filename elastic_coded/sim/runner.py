@@ -202,7 +202,7 @@ class _Unified:
         rec.times[n][t] = out.time
         rec.redesigns[n][t] = out.redesigns
         rec.rows_moved[n][t] = out.rows_moved
-        for key in ("K", "q", "live"):
+        for key in ("K", "q", "live", "m"):
             rec.detail(n, key, t, getattr(out, key))
 
 

@@ -75,6 +75,8 @@ class UnifiedStep:
     q: int
     live: int
     """Servers of the design present (crashing ones included)."""
+    m: int = 0
+    """Rows of ``A`` the design in force is padded to (rows moved / ``m``: copies of ``A``)."""
 
 
 def _finish(storage, lat, present, speed, slow, crashed, ts: float, crash_at: float) -> list:
@@ -131,7 +133,8 @@ class UnifiedRun:
             except PlanError:  # too few machines for any design: the runtime fails the step
                 st = self.storage
                 return UnifiedStep(math.inf, redesigns, moved, st.design.K if st else 0,
-                                   st.q if st else 0, len(st.live(present)) if st else 0)
+                                   st.q if st else 0, len(st.live(present)) if st else 0,
+                                   st.design.m if st else 0)
             redesigns, moved = redesigns + r, moved + mv
             live = len(st.live(present)) if attempt == 0 else len(st.live(left))
             lat = uni.map_latencies(st, self.v.inputs, np.random.default_rng([self.seed, t]))
@@ -139,7 +142,8 @@ class UnifiedRun:
                           self.crash_at)
             T = quorum_time([f for _, f, _ in fin], st.q)
             if math.isfinite(T) or attempt:
-                return UnifiedStep(start + T, redesigns, moved, st.design.K, st.q, live)
+                return UnifiedStep(start + T, redesigns, moved, st.design.K, st.q, live,
+                                   st.design.m)
             # fewer than q finish: known when every call has returned or failed; run again
             # on the machines left, without the crashes
             start = max((done for _, _, done in fin), default=0.0)
