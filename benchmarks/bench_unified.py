@@ -5,7 +5,7 @@
 For K=6, mu=1/2, N=12, m=60 over GF(65521), each q in 2..6: the communication load counted from
 the packets the scheme actually sends (a multicast once) and the Map latency (the q-th fastest of
 the shifted-exponential draws), beside D(q), L(q), the envelope and the lower bound.  Full runs
-measure on Ray servers (UnifiedCluster); ``--quick`` measures with the in-process executor and a
+measure on Ray (``ElasticCluster(A, "unified", ...)``, one cluster per q); ``--quick`` measures with the in-process executor and a
 Monte Carlo of the latency model (no Ray).
 """
 
@@ -41,41 +41,38 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
     tr = tradeoff(K, MU, N)
     points = []
     qs = [q for q in range(2, K + 1) if N % q == 0]
-    cluster = None
-    if not quick:
-        from elastic_coded.runtime.unified_runtime import UnifiedCluster
-
-        cluster = UnifiedCluster(A, K=K, mu=MU, q=qs[0], field=F, time_scale=0.05, seed=1)
-    try:
-        for q in qs:
-            D, Lq = latency_load(K, MU, N, q)
-            if cluster is not None:
-                cluster.redesign(q)
-                loads, lat = [], []
-                for _ in range(6):
-                    Y = cluster.multiply(X)
-                    assert np.array_equal(Y, F.matmul(A, X))
-                    r = cluster.reports[-1]
-                    loads.append(float(r.load))
-                    lat.append(float(r.map_latency_units))
-                load, latency, how = float(np.mean(loads)), float(np.mean(lat)), "ray"
-            else:
-                out = run_in_process(A, X, K, MU, q, field=F)
-                assert np.array_equal(out.outputs, F.matmul(A, X))
-                load = float(out.load)
-                latency = float(simulate_map_latency(K, MU, N, q, 2000, np.random.default_rng(q)))
-                how = "in-process + Monte Carlo"
-            points.append({"q": q, "D": float(D), "L": float(Lq), "measured_latency": latency,
-                           "measured_load": load, "how": how,
-                           "envelope": float(next(p.envelope for p in tr.points if p.q == q)),
-                           "lower_bound": float(next(p.lower_bound for p in tr.points if p.q == q))})
-    finally:
-        if cluster is not None:
-            cluster.shutdown()
+    for q in qs:
+        D, Lq = latency_load(K, MU, N, q)
+        if not quick:
+            load, latency = _on_ray(A, X, F, q)
+            how = "ray"
+        else:
+            out = run_in_process(A, X, K, MU, q, field=F)
+            assert np.array_equal(out.outputs, F.matmul(A, X))
+            load = float(out.load)
+            latency = float(simulate_map_latency(K, MU, N, q, 2000, np.random.default_rng(q)))
+            how = "in-process + Monte Carlo"
+        points.append({"q": q, "D": float(D), "L": float(Lq), "measured_latency": latency,
+                       "measured_load": load, "how": how,
+                       "envelope": float(next(p.envelope for p in tr.points if p.q == q)),
+                       "lower_bound": float(next(p.lower_bound for p in tr.points if p.q == q))})
     res = {"quick": quick, "K": K, "mu": MU, "N": N, "m": M, "points": points,
            "wall_s": time.time() - t0}
     write_results(out_dir, "unified", res, to_markdown(res))
     return res
+
+
+def _on_ray(A, X, F, q: int, time_scale: float = 0.05) -> tuple[float, float]:
+    """Mean measured load and Map latency (time units) over 6 steps on the one runtime."""
+    from elastic_coded.runtime import ElasticCluster
+
+    with ElasticCluster(A, "unified", machines=K, mu=MU, q=q, N=N, field=F,
+                        time_scale=time_scale, seed=1) as cluster:
+        for _ in range(6):
+            assert np.array_equal(cluster.multiply(X), F.matmul(A, X))
+        reps = [r.extra for r in cluster.reports]
+    return (float(np.mean([r["load"] for r in reps])),
+            float(np.mean([r["map_s"] for r in reps])) / time_scale)
 
 
 def to_markdown(res) -> str:

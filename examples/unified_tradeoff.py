@@ -1,8 +1,8 @@
 """The latency-load tradeoff of the unified coding framework, measured on Ray (MATH.md §2).
 
-K = 6 servers each store half of A (m = 60 rows, over GF(65521)); N = 12 inputs per step.  For
-each q (wait for the fastest q servers) the same servers store A anew, designed for that q, and
-run a few steps.  The table puts beside the theory:
+K = 6 machines each store half of A (m = 60 rows, over GF(65521)); N = 12 inputs per step.  For
+each q (wait for the fastest q servers) a cluster of the one runtime (``ElasticCluster(A,
+"unified", mu=, q=, N=)``) stores A designed for that q and runs a few steps.  The table puts beside the theory:
 
 * Map latency, in time units: the theory's mean D(q); the mean over the steps of the q-th
   smallest drawn latency (the latency model's own draw); and the mean measured wall time to the
@@ -22,8 +22,8 @@ import numpy as np
 import ray
 
 from elastic_coded.algebra import field
-from elastic_coded.runtime.unified_runtime import UnifiedCluster
-from elastic_coded.schemes.unified import plot_tradeoff, tradeoff
+from elastic_coded.runtime import ElasticCluster
+from elastic_coded.schemes.unified import latency_load, plot_tradeoff, tradeoff
 
 K, MU, M, N_COLS, N = 6, Fraction(1, 2), 60, 8, 12
 QS = (2, 3, 4, 6)
@@ -44,26 +44,24 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     rows = []
     try:
-        with UnifiedCluster(A, K=K, mu=MU, q=QS[0], field=F, time_scale=args.time_scale,
-                            seed=7) as cluster:
-            for q in QS:
-                if q != cluster.q:
-                    cluster.redesign(q)
-                first = len(cluster.reports)
+        for q in QS:
+            with ElasticCluster(A, "unified", machines=K, mu=MU, q=q, N=N, field=F,
+                                time_scale=args.time_scale, seed=7) as cluster:
                 for _ in range(args.steps):
                     X = F.random((N_COLS, N), rng)
                     if not F.equal(cluster.multiply(X), F.matmul(A, X)):
                         raise SystemExit(f"q={q}: wrong result")
-                reps = cluster.reports[first:]
+                reps = [r.extra for r in cluster.reports]
+                D, L = latency_load(K, MU, N, q)
                 rows.append({
-                    "q": q, "D": float(reps[0].D),
-                    "model": float(np.mean([r.model_latency for r in reps])),
-                    "measured": float(np.mean([r.map_latency_units for r in reps])),
-                    "L": reps[0].L, "load": reps[0].load,
-                    "values": reps[0].values_sent,
-                    "match": all(r.load_matches for r in reps),
-                    "sets": len({frozenset(r.fastest) for r in reps}),
-                    "step_s": float(np.mean([r.total_s for r in reps])),
+                    "q": q, "D": float(D),
+                    "model": float(np.mean([r["model_latency"] for r in reps])),
+                    "measured": float(np.mean([r["map_s"] for r in reps])) / args.time_scale,
+                    "L": L, "load": Fraction(reps[0]["values_sent"], M),
+                    "values": reps[0]["values_sent"],
+                    "match": all(Fraction(r["values_sent"], M) == L for r in reps),
+                    "sets": len({frozenset(r["fastest"]) for r in reps}),
+                    "step_s": float(np.mean([r.t_total for r in cluster.reports])),
                 })
     finally:
         ray.shutdown()
