@@ -11,8 +11,9 @@ storage budgets, whenever membership changes), the plan from the same policy fun
 calls (``schemes.registry``) fetched through a :class:`~elastic_coded.sim.executor.PlanCache`, and
 the step executed in simulated time (:mod:`elastic_coded.sim.executor`).  Speed estimates start at
 each machine's configured speed; with learning on they follow the controller's rule
-(:func:`~elastic_coded.schemes.policies.rules.update_speed` of the measured ``work / elapsed`` of
-machines that returned, and of the upper bound ``work / step time`` of those cancelled).  As in
+(:mod:`elastic_coded.schemes.speeds`: the upper median of a window of the measured ``work /
+elapsed`` of machines that returned and the upper bounds ``work / step time`` of those
+cancelled).  As in
 the runtime, where one cluster (one placement) serves every policy, the built-in policies run on
 the designed placement (``design_placement``), except ``usctec-cyclic`` and ``cec`` which run on
 the cyclic placement of coded elastic computing.
@@ -53,9 +54,9 @@ from typing import Sequence
 import numpy as np
 
 from ..schemes.policies.hetero import HeteroOptions
-from ..schemes.policies.rules import update_speed
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
+from ..schemes.speeds import new_estimate, observe
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
 from .executor import PlanCache, _Compiled, _execute, _PlacementIndex
@@ -145,7 +146,7 @@ class _Usctec:
 
     def step(self, ctx: _Ctx, rec: Record) -> None:
         v, st, env, name, t = self.v, self.store, self.env, self.v.name, ctx.t
-        cur = (self.est if self.est is not None else self.configured)[ctx.slots]
+        cur = (self.est.speed if self.est is not None else self.configured)[ctx.slots]
 
         def build():
             plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S)
@@ -328,7 +329,7 @@ def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured:
         elif isinstance(v, Variant):
             learns = not v.speed_blind and (v.learn if v.learn is not None else learn_speeds)
             out.append(_Usctec(v, stores[v.placement], cache,
-                               configured.copy() if learns else None, configured, env))
+                               _Learner(configured) if learns else None, configured, env))
         elif isinstance(v, UnifiedVariant):
             out.append(_Unified(v, trace, env))
         else:
@@ -386,17 +387,30 @@ def _placements(variants, trace: Trace, q: int, configured: np.ndarray, env: _En
     return stores
 
 
-def _learn(est: np.ndarray, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,
+class _Learner:
+    """The controller's speed estimates, by slot (:mod:`elastic_coded.schemes.speeds`: each
+    machine's window of observations, planned with at its upper median)."""
+
+    def __init__(self, configured: np.ndarray):
+        self.est = [new_estimate(float(v)) for v in configured]
+        self.speed = np.array([e.speed for e in self.est])
+
+    def observe(self, slot: int, value: float, kind: str) -> None:
+        self.est[slot] = observe(self.est[slot], value, kind)
+        self.speed[slot] = self.est[slot].speed
+
+
+def _learn(learner: _Learner, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,
            crashed: np.ndarray | None, ts: float) -> None:
-    """The controller's update (:func:`~elastic_coded.schemes.policies.rules.update_speed`) from
-    the measured speed of machines that returned, and the upper bound ``work / step time`` of
-    those cancelled."""
-    work = comp.work
-    f = out.finish
-    T = out.time
+    """What the controller learns from a step (``Controller.report``): the measured speed of
+    machines that returned (``"value"``) and the bound ``work / step time`` of those cancelled
+    (``"upper"``); crashed machines tell nothing."""
+    work, f, T = comp.work, out.finish, out.time
     has = work > 0
     if crashed is not None:
         has &= ~crashed
-    done = has & (f <= T)
-    value = np.where(done, eff, np.where(has, work * ts / T, np.nan))
-    est[slots] = update_speed(est[slots], value, ~done)
+    for i in np.flatnonzero(has):
+        if f[i] <= T:
+            learner.observe(int(slots[i]), float(eff[i]), "value")
+        else:
+            learner.observe(int(slots[i]), float(work[i] * ts / T), "upper")

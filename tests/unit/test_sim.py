@@ -13,7 +13,8 @@ from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
 from elastic_coded.schemes.plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
 from elastic_coded.schemes.policies.rules import (assign_recovery, backup_copies, backup_due,
                                                   backup_target, recovery_target,
-                                                  speculation_start, update_speed)
+                                                  speculation_start)
+from elastic_coded.schemes.speeds import new_estimate, observe
 from elastic_coded.schemes.registry import POLICIES, get_policy
 from elastic_coded.schemes.usctec import (SpeedModel, cyclic_placement, design_placement,
                                           extend_placement, plan_step)
@@ -22,7 +23,8 @@ from elastic_coded.sim import (BOUNDS, Compose, EqualSpeeds, FixedSpeeds, IIDStr
                                ShiftedExponential, SlowSpells, Speculation, TraceDelays,
                                UniformSpeeds, VARIANTS, Variant, make_trace, simulate, step_time,
                                step_time_reference, time_unit)
-from elastic_coded.sim.executor import _PlacementIndex
+from elastic_coded.sim.executor import _Compiled, _PlacementIndex
+from elastic_coded.sim.runner import _Learner, _learn
 
 ALL = ("uncoded", "speculative", "cyclic", "cec", "usctec-cyclic", "usctec", "ideal", "lower_bound")
 
@@ -391,15 +393,28 @@ def test_placement_index_matches_holders_of_on_churned_placements():
             assert idx.spans(rows, present) == pl.holders_of(rows, present)
 
 
-def test_update_speed_rule():
-    assert update_speed(2.0, 4.0) == pytest.approx(3.0)
-    assert update_speed(2.0, 4.0, upper=True) == 2.0      # an upper bound above: no news
-    assert update_speed(2.0, 1.0, upper=True) == pytest.approx(1.5)
-    for bad in (0.0, -1.0, math.inf, math.nan):
-        assert update_speed(2.0, bad) == 2.0
-    out = update_speed(np.array([1.0, 2.0, 3.0]), np.array([3.0, 4.0, 1.0]),
-                       np.array([False, True, True]))
-    assert out.tolist() == pytest.approx([2.0, 2.0, 2.0])
+def test_learning_follows_the_controllers_speed_rule():
+    # the simulator learns through schemes.speeds.observe, as the controller does: a measured
+    # speed for machines that returned, the bound work * time_scale / T for those cancelled.
+    # Slowdowns 1, 4, 3, 1, time_scale 2: finish a 0.5, b 4, c 3, d 1; pieces decode at 3 and 3,
+    # so b (work 0.5) is cancelled: bound 0.5 * 2 / 3 = 1/3
+    plan, pl = _two_piece_plan()
+    slow = np.array([1.0, 4.0, 3.0, 1.0])
+    out = step_time(plan, pl, [1, 1, 1, 1], slowdowns=slow, time_scale=2.0)
+    assert out.time == pytest.approx(3.0)
+    learner = _Learner(np.array([1.0, 1.0, 1.0, 1.0, 5.0]))
+    _learn(learner, np.array([0, 1, 2, 3]), _Compiled(plan), out, 1 / slow, None, 2.0)
+    windows = [e.window for e in learner.est]
+    assert windows == [(1.0, 1.0), (1.0, pytest.approx(1 / 3)), (1.0, pytest.approx(1 / 3)),
+                       (1.0, 1.0), (5.0,)]
+    want = observe(observe(new_estimate(1.0), 1 / 3, "value"), 1 / 3, "upper")
+    assert learner.speed.tolist() == [1.0, 1.0, 1.0, 1.0, 5.0]
+    # a one-step straggler does not move the planning speed; a persistent one does
+    learner.observe(1, 1 / 3, "upper")
+    assert learner.est[1] == want and learner.speed[1] == pytest.approx(1 / 3)
+    learner = _Learner(np.array([5.0]))
+    learner.observe(0, 1.0, "value")
+    assert learner.speed[0] == 5.0 and learner.est[0].window == (5.0, 1.0)
 
 
 def test_assign_recovery_rule():

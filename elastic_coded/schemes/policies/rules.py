@@ -9,7 +9,7 @@ USCTEC family (MATH.md §1):
 * :func:`assign_recovery` (with :func:`recovery_target`): where the tasks a crash lost run again.
 * :func:`backup_copies` (with :func:`backup_target`, :func:`backup_due`) and
   :func:`speculation_start`: speculative backup copies (the ``speculative`` policy).
-* :func:`update_speed`: the speed estimate after a step.
+* Speed estimates are :mod:`elastic_coded.schemes.speeds` (``observe``), shared already.
 
 Heterogeneous masters (MATH.md §3):
 
@@ -33,28 +33,9 @@ import numpy as np
 from ..plan import PlanError
 from . import hetero as het
 
-__all__ = ["SPEED_EMA", "update_speed", "recovery_target", "assign_recovery", "backup_due",
-           "backup_target", "backup_copies", "speculation_start", "hetero_needs_replan",
-           "top_up", "top_up_time", "paced", "quorum_time"]
-
-
-# -- speed estimates -----------------------------------------------------------------------------
-
-SPEED_EMA = 0.5
-"""Weight of a new measurement in the speed estimate."""
-
-
-def update_speed(est, value, upper=False):
-    """The speed estimate after a step: ``(1 - SPEED_EMA) est + SPEED_EMA value`` for a measured
-    ``value`` (a machine that returned), and for an upper bound (``upper``: a machine cancelled
-    after ``value`` of the time) only when it is lower than the estimate.  A value that is not
-    positive and finite changes nothing.  Scalars or numpy arrays (elementwise)."""
-    est_a, val_a, up_a = np.broadcast_arrays(np.asarray(est, dtype=np.float64),
-                                             np.asarray(value, dtype=np.float64),
-                                             np.asarray(upper, dtype=bool))
-    ok = np.isfinite(val_a) & (val_a > 0) & (~up_a | (val_a < est_a))
-    out = np.where(ok, (1.0 - SPEED_EMA) * est_a + SPEED_EMA * val_a, est_a)
-    return float(out) if out.ndim == 0 else out
+__all__ = ["recovery_target", "assign_recovery", "backup_due", "backup_target", "backup_copies",
+           "speculation_start", "hetero_needs_replan", "top_up", "top_up_time", "paced",
+           "quorum_time"]
 
 
 # -- recovery after a crash ----------------------------------------------------------------------
