@@ -34,7 +34,7 @@ from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
 from .executor import (PlanCache, Speculation, StepOutcome, step_time, step_time_reference,
                        time_unit)
-from .hetero import HeteroVariant, hetero_step, lower_bound
+from .hetero import HeteroVariant, hetero_lower_bound, hetero_step
 from .models import (Compose, EqualSpeeds, FixedSpeeds, IIDStragglers, LinearSpeeds,
                      MarkovStragglers, NoDelays, ShiftedExponential, SlowSpells, TraceDelays,
                      UniformSpeeds)
@@ -47,7 +47,7 @@ from .variants import BOUNDS, SCHEMES, VARIANTS, Variant
 __all__ = [
     "simulate", "SimResult", "Variant", "VARIANTS", "BOUNDS", "SCHEMES", "summarize_times",
     "UnifiedVariant", "UnifiedOptions", "map_time",
-    "HeteroVariant", "HeteroOptions", "hetero_step", "lower_bound",
+    "HeteroVariant", "HeteroOptions", "hetero_step", "hetero_lower_bound",
     "Trace", "make_trace",
     "step_time", "step_time_reference", "StepOutcome", "Speculation", "PlanCache", "time_unit",
     "NoDelays", "IIDStragglers", "ShiftedExponential", "MarkovStragglers", "SlowSpells",

@@ -33,14 +33,14 @@ live holder the step is lost (``time = inf``), as the runtime raises.
 **Speculative backups** (:class:`Speculation`, on a plan with ``L = 1, S = 0``: the uncoded split),
 as the runtime's ``speculative`` policy does them.  Every task starts at 0; once a fraction
 ``quantile`` of the tasks has completed (the runtime: any one), a machine still running after
-``multiplier`` times the median duration of the completed tasks gets a copy of each of its tasks
-not yet done, on the other holder of the task's rows with the fewest calls in flight (then
-smallest id), machine by machine in dispatch order
-(:func:`~elastic_coded.schemes.policies.rules.backup_copies`); the first copy to finish wins.  With
-every task starting together this happens at one time ``t*``, computed exactly
-(:func:`~elastic_coded.schemes.policies.rules.speculation_start`).  A copy starts at ``t*`` or when its machine is free, whichever is
-later, and uses only the time left after the machine's own and recovery work, so speculation never
-delays anything and a speculative step is never slower than the uncoded one on the same trace.
+``multiplier`` times the median duration of the completed tasks gets a copy of each of its tasks not
+yet done, on the other holder of the task's rows with the fewest calls in flight (then smallest id),
+machine by machine in dispatch order (:func:`~elastic_coded.schemes.policies.rules.backup_copies`);
+the first copy to finish wins.  With every task starting together this happens at one time ``t*``,
+computed exactly (:func:`~elastic_coded.schemes.policies.rules.speculation_start`).  A copy starts
+at ``t*`` or when its machine is free, whichever is later, and uses only the time left after the
+machine's own and recovery work, so speculation never delays anything and a speculative step is
+never slower than the uncoded one on the same trace.
 """
 
 from __future__ import annotations
@@ -309,7 +309,6 @@ def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.nd
     if comp.K != 1:
         raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
                          f"L={comp.plan.L}, S={comp.plan.S}")
-    n = comp.n
     orig = comp.piece_idx[:, 0]
     f_live = f if crashed is None else np.where(crashed, np.inf, f)
     t_star = speculation_start(np.append(f_live, np.inf)[orig], spec.multiplier,

@@ -8,7 +8,8 @@ with the speed estimates the controller starts with.  A step, as the runtime's `
 * :func:`~elastic_coded.schemes.policies.hetero.step_plan` with the runtime's generator
   ``default_rng([seed, step])`` says which master each machine serves and its model time
   ``pace``; a serving machine returns all its coded rows of that master at
-  ``pace * time_scale * slowdown``.
+  ``pace * time_scale * slowdown``.  As in the runtime, the model (``a``, ``u``) is built on the
+  speed estimates the storage was planned with, so speeds other than those do not enter.
 * Master ``m`` completes when the distinct coded rows it has received reach ``L_m``; the step
   ends when every master has completed.
 * Rows a master lacks are topped up (:func:`~elastic_coded.schemes.policies.rules.top_up`): at
@@ -23,8 +24,8 @@ with the speed estimates the controller starts with.  A step, as the runtime's `
   the runtime raises.
 
 A machine runs its calls one after the other (as the USCTEC executor's machines do; the
-runtime's emulation paces concurrent calls independently).  :func:`lower_bound` is the model's
-floor under every step.
+runtime's emulation paces concurrent calls independently).  :func:`hetero_lower_bound` is the
+model's floor under every step.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from ..schemes.policies import hetero as het
 from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
 
 __all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "hetero_step",
-           "lower_bound"]
+           "hetero_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,13 @@ class HeteroStep:
     rescued_rows: int = 0
     """Coded rows stored afresh during the step (:func:`~.hetero.rescue`)."""
     lower_bound: float = 0.0
-    """:func:`lower_bound` of the step."""
+    """:func:`hetero_lower_bound` of the step."""
     t_star: float = 0.0
     """``max_m t*_m`` of the step's assignment, times ``time_scale`` (MATH.md §3)."""
 
 
-def lower_bound(storage: het.HeteroStorage, live, slow: Mapping, time_scale: float) -> float:
+def hetero_lower_bound(storage: het.HeteroStorage, live, slow: Mapping,
+                       time_scale: float) -> float:
     """A floor under the step's time in the model: every call of ``l`` rows of master ``m`` on
     machine ``n`` takes at least ``a[m,n] l time_scale min(1, slowdown[n])`` (the shift of
     ``T = a l + Exp(u/l)``; a top-up's expected time ``(a l + l/u) time_scale`` is more), and a
@@ -119,7 +121,7 @@ def lower_bound(storage: het.HeteroStorage, live, slow: Mapping, time_scale: flo
     obj[-1] = 1.0
     res = linprog(obj, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if res.status != 0:
-        raise RuntimeError(f"lower_bound: the LP failed: {res.message}")
+        raise RuntimeError(f"hetero_lower_bound: the LP failed: {res.message}")
     return float(res.x[-1])
 
 
@@ -276,7 +278,7 @@ class HeteroRun:
             return HeteroStep(math.inf, (math.inf,) * len(self.v.masters), replans, moved)
         plan = het.step_plan(self.storage, np.random.default_rng([self.seed, t]))
         live = [n for n in present if n not in set(crashed)]
-        bound = lower_bound(plan.storage, live, slow, self.ts)
+        bound = hetero_lower_bound(plan.storage, live, slow, self.ts)
         out = hetero_step(plan, present, slow, crashed, self.ts, self.crash_at)
         self.storage = out.storage
         return HeteroStep(out.time, out.master_times, replans, moved + out.rescued_rows,

@@ -66,8 +66,9 @@ class SimResult:
     rescues."""
     details: dict = field(default_factory=dict, repr=False)
     """``{name: {key: (steps,) array}}`` per scheme: unified ``K``, ``q``, ``live`` (servers of
-    the design present), ``m`` (rows the design is padded to); hetero ``lower_bound`` (:func:`~elastic_coded.sim.hetero.lower_bound`),
-    ``t_star``, ``topped_up`` (masters), ``top_up_calls``, ``rescued_rows``."""
+    the design present), ``m`` (rows the design is padded to); hetero ``lower_bound``
+    (:func:`~elastic_coded.sim.hetero.hetero_lower_bound`), ``t_star``, ``topped_up``
+    (masters), ``top_up_calls``, ``rescued_rows``."""
 
     def __repr__(self) -> str:
         steps = len(self.machines)

@@ -16,16 +16,16 @@ from elastic_coded.schemes.policies.rules import (hetero_needs_replan, paced, qu
                                                   top_up_time)
 from elastic_coded.schemes.unified import latency_load
 from elastic_coded.algebra.fields import field
-from elastic_coded.sim import (EqualSpeeds, FixedSpeeds, HeteroOptions, HeteroVariant,
-                               IIDStragglers, ShiftedExponential, UniformSpeeds, UnifiedOptions,
-                               UnifiedVariant, hetero_step, lower_bound, make_trace, simulate)
+from elastic_coded.sim import (EqualSpeeds, HeteroOptions, HeteroVariant, IIDStragglers,
+                               ShiftedExponential, UniformSpeeds, UnifiedOptions, UnifiedVariant,
+                               hetero_lower_bound, hetero_step, make_trace, simulate)
 
 
 def ids(n):
     return [f"m{i}" for i in range(n)]
 
 
-# --- unified ---------------------------------------------------------------------------------------
+# --- unified --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("K, mu, q, speed", [(8, "1/2", 4, 1.0), (6, "1/3", 3, 1.0),
                                              (8, "1/2", 2, 2.0)])
 def test_unified_mean_map_time_is_D_q(K, mu, q, speed):
@@ -206,18 +206,18 @@ def test_hetero_step_tops_up_a_short_draw_at_time_0():
     assert out.storage.rows_of(0, "b") == ((2, 4),)
 
 
-def test_lower_bound_hand_checked():
+def test_hetero_lower_bound_hand_checked():
     st = _storage(FOUR)   # a = 0.25 per row on four machines, L = 4 rows
     # sum_n x_n >= 4 with 0.25 x_n <= t on each of the live machines: t = 1 / (live count)
-    assert lower_bound(st, "abcd", {}, 1.0) == pytest.approx(0.25)
-    assert lower_bound(st, "ab", {}, 2.0) == pytest.approx(1.0)
+    assert hetero_lower_bound(st, "abcd", {}, 1.0) == pytest.approx(0.25)
+    assert hetero_lower_bound(st, "ab", {}, 2.0) == pytest.approx(1.0)
     # a slowdown below 1 speeds a machine up in the bound; above 1 is ignored (top-ups are
     # not slowed)
-    assert lower_bound(st, "ab", {"a": 0.5}, 1.0) == pytest.approx(1 / 3)
-    assert lower_bound(st, "ab", {"a": 5.0}, 1.0) == pytest.approx(0.5)
+    assert hetero_lower_bound(st, "ab", {"a": 0.5}, 1.0) == pytest.approx(1 / 3)
+    assert hetero_lower_bound(st, "ab", {"a": 5.0}, 1.0) == pytest.approx(0.5)
 
 
-# --- hetero: simulate ------------------------------------------------------------------------------
+# --- hetero: simulate -----------------------------------------------------------------------------
 def test_hetero_without_churn_is_the_fastest_rows_of_each_master():
     # dedicated, no crashes: master m completes when its serving machines' rows, in the order
     # they return (pace * time_scale * slowdown), reach L_m
