@@ -45,8 +45,10 @@ def _run(args) -> int:
             return 2
         from dataclasses import replace
         cfg = replace(cfg, steps=args.steps)
-    print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy}, L={cfg.L}, "
-          f"S={cfg.S}, field {cfg.field}", file=sys.stderr)
+    code = (f"L={cfg.L}, S={cfg.S}" if cfg.options is None else
+            ", ".join(f"{k}={v}" for k, v in vars(cfg.options).items() if v is not None))
+    print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy} ({code}), "
+          f"field {cfg.field}", file=sys.stderr)
     try:
         res = run_job(cfg, on_step=None if args.quiet else Progress(cfg.steps))
     except ValueError as exc:

@@ -139,21 +139,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise _err("placement", placement, "must be 'design' or 'cyclic'")
     L = _int(doc, "L", 4, 1)
     S = _int(doc, "S", 2, 0)
-    machines = doc.get("machines", 8)
-    need = L + S if FAMILY[policy] == "usctec" else 1
-    if machines == "auto":
-        pass
-    elif isinstance(machines, int) and not isinstance(machines, bool):
-        if machines < need:
-            raise _err("machines", machines, f"must be at least L+S = {need}")
-    elif isinstance(machines, list):
-        for i, m in enumerate(machines):
-            if not isinstance(m, (Mapping, int, float)) or isinstance(m, bool):
-                raise _err(f"machines[{i}]", m, "must be {id, speed, storage} or a speed")
-        if len(machines) < need:
-            raise _err("machines", f"{len(machines)} machines", f"must be at least L+S = {need}")
-    else:
-        raise _err("machines", machines, "must be a count, a list of {id, speed, storage}, or auto")
+    machines = _machines(doc.get("machines", 8), L + S if FAMILY[policy] == "usctec" else 1)
     churn = doc.get("churn")
     try:
         if isinstance(churn, str):
@@ -184,6 +170,24 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
         allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
         num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters)
+
+
+def _machines(machines, need: int):
+    """The ``machines`` key: a count, a list of ``{id, speed, storage}`` or speeds, or auto."""
+    if machines == "auto":
+        return machines
+    if isinstance(machines, int) and not isinstance(machines, bool):
+        if machines < need:
+            raise _err("machines", machines, f"must be at least L+S = {need}")
+        return machines
+    if isinstance(machines, list):
+        for i, m in enumerate(machines):
+            if not isinstance(m, (Mapping, int, float)) or isinstance(m, bool):
+                raise _err(f"machines[{i}]", m, "must be {id, speed, storage} or a speed")
+        if len(machines) < need:
+            raise _err("machines", f"{len(machines)} machines", f"must be at least L+S = {need}")
+        return machines
+    raise _err("machines", machines, "must be a count, a list of {id, speed, storage}, or auto")
 
 
 def _policy_options(doc: Mapping, policy: str, job: str):

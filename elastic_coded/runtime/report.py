@@ -3,7 +3,7 @@ and the benchmarks (DESIGN.md principle 5).  Pure."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__ = ["StepReport", "summarize"]
 
@@ -78,8 +78,7 @@ class StepReport:
         return self.t_total - self.slowest_needed_s
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("plan")
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "plan"}
         d["decoded_by"] = {str(k): list(v) for k, v in self.decoded_by.items()}
         d["groups"] = len(getattr(self.plan, "groups", ()))
         d["overhead_s"] = self.overhead_s

@@ -184,3 +184,19 @@ def test_every_policy_through_one_constructor(ray_session):
     with pytest.raises(ValueError, match=r"known: \['cyclic', 'hetero', 'speculative', "
                                          r"'uncoded', 'unified', 'usctec'\]"):
         ElasticCluster(A, "nope", L=1, S=0)
+
+
+@pytest.mark.parametrize("config", ["unified.yaml", "hetero.yaml"])
+def test_cli_runs_every_policy_from_yaml(ray_session, config, tmp_path, capsys):
+    """``elastic-coded run`` reaches unified and hetero (on the session's Ray)."""
+    import json
+    import os
+
+    from elastic_coded.cli import main
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", config)
+    out = tmp_path / "r.json"
+    assert main(["run", path, "--steps", "3", "--quiet", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["exact_steps"] == 3 and len(doc["reports"]) == 3
+    assert "steps exact (vs numpy) |                    3/3" in capsys.readouterr().out

@@ -1,0 +1,57 @@
+"""Run configurations for every policy family: the examples parse, and every bad key gets an
+error naming the key, the value and the rule (no Ray)."""
+
+import os
+from fractions import Fraction
+
+import pytest
+
+from elastic_coded.config import ConfigError, load_config, parse_config
+from elastic_coded.schemes.policies import HeteroOptions, UnifiedOptions
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+
+
+@pytest.mark.parametrize("name, policy", [("quickstart.yaml", "usctec"),
+                                          ("unified.yaml", "unified"),
+                                          ("hetero.yaml", "hetero")])
+def test_examples_parse(name, policy):
+    cfg = load_config(os.path.join(EXAMPLES, name))
+    assert cfg.policy == policy
+    if policy == "usctec":
+        assert cfg.options is None and cfg.masters == ()
+    elif policy == "unified":
+        assert cfg.options == UnifiedOptions(mu=Fraction(1, 2), q=4, N=4)
+    else:
+        assert isinstance(cfg.options, HeteroOptions) and len(cfg.masters) == 2
+
+
+BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
+
+
+@pytest.mark.parametrize("doc, match", [
+    ({"policy": "nope"}, r"'policy': 'nope' must be one of \['cyclic', 'hetero'"),
+    ({"policy": "unified", "options": {"mu": "x"}}, r"'options': mu: 'x' is not a storage"),
+    ({"policy": "unified", "options": {"K": 3}}, r"'options': options: \['K'\] are not options"),
+    ({"policy": "unified", "options": [1]}, r"'options': \[1\] must be a mapping"),
+    ({"policy": "usctec", "options": {"mu": 1}}, r"are not options of policy 'usctec'; known: none"),
+    ({"policy": "hetero"}, r"'masters': None must be a non-empty list of \{rows, cols\}"),
+    ({"policy": "hetero", "masters": [{"rows": 0, "cols": 3}]}, r"'masters\[0\]'|'rows': 0"),
+    ({"policy": "unified", "masters": [{"rows": 3, "cols": 3}]}, r"is only for policy 'hetero'"),
+    ({"policy": "hetero", "job": "power_iteration", "field": "real",
+      "matrix": {"rows": 4, "cols": 4},
+      "masters": [{"rows": 3, "cols": 3}]}, r"'job': 'power_iteration' must be 'matmul'"),
+    ({"policy": "usctec", "machines": 3}, r"'machines': 3 must be at least L\+S = 6"),
+    ({"machines": [1, True]}, r"'machines\[1\]': True must be"),
+])
+def test_bad_configs_name_key_value_and_rule(doc, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_config({**BASE, **doc})
+
+
+def test_unified_and_hetero_take_few_machines():
+    cfg = parse_config({**BASE, "policy": "unified", "machines": 2, "options": {"q": 2}})
+    assert cfg.machines == 2 and cfg.options.q == 2
+    cfg = parse_config({**BASE, "policy": "hetero", "machines": [1, 2, 3],
+                        "masters": [{"rows": 4, "cols": 2}], "options": {"assignment": "exact"}})
+    assert cfg.masters == ((4, 2),) and cfg.options.assignment == "exact"
