@@ -20,6 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import MachineSpec
+from ..schemes.policies.rules import assign_recovery
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .keepers import make_keeper
 from .worker import Worker
@@ -356,16 +357,12 @@ class Controller:
             self._drop(m)
         self._apply_deaths()
         self.pending_moved += await self._repair(self.S if S is None else S)
-        load = {m: 0 for m in self.members}
+        speeds = {m: v.speed_est for m, v in self.members.items()}
         out: dict[str, tuple] = {}
-        for t in lost:
-            for a, b, holders in self.keeper.holders(t.rows):
-                if not holders:
-                    raise RuntimeError(f"recover: no live machine stores rows {a}:{b}")
-                m = min(holders, key=lambda x: (load[x] / self.members[x].speed_est, x))
-                load[m] += b - a
-                out.setdefault(m, (self.members[m].handle, []))[1].append(
-                    TaskSpec(t.source, (a, b), t.arg, t.cols, t.piece, t.position))
+        for i, a, b, m in assign_recovery([t.rows for t in lost], self.keeper.holders, speeds):
+            t = lost[i]
+            out.setdefault(m, (self.members[m].handle, []))[1].append(
+                TaskSpec(t.source, (a, b), t.arg, t.cols, t.piece, t.position))
         return out
 
     async def holders_of(self, plan) -> dict | None:

@@ -17,6 +17,7 @@ import numpy as np
 from ..schemes.plan import PlanError
 from ..schemes.policies import hetero as het
 from ..schemes.policies import unified as uni
+from ..schemes.policies.rules import hetero_needs_replan
 from ..schemes.registry import get_policy
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
@@ -80,21 +81,8 @@ class UsctecKeeper:
         return plan
 
     def holders(self, rows: tuple) -> list:
-        """``rows`` cut at block boundaries: ``[(start, stop, [present holders]), ...]``,
-        merging neighbours that share a present holder."""
-        out: list = []
-        present = self.c.members
-        for blk in self.placement.blocks:
-            a, b = max(blk.start, rows[0]), min(blk.stop, rows[1])
-            if a >= b:
-                continue
-            hs = [m for m in blk.holders if m in present]
-            if out and out[-1][1] == a and set(out[-1][2]) & set(hs):
-                keep = [m for m in out[-1][2] if m in hs]
-                out[-1] = (out[-1][0], b, keep)
-            else:
-                out.append((a, b, hs))
-        return out
+        """Present holders of ``rows``, cut at block boundaries (:meth:`Placement.holders_of`)."""
+        return self.placement.holders_of(rows, self.c.members)
 
     def state_key(self):
         return self.placement
@@ -111,7 +99,6 @@ class HeteroKeeper:
         self.storage: het.HeteroStorage | None = None
         self.explicit: dict = {}
         self._fresh: set = set()
-        self._dirty = True
 
     def sources(self) -> tuple:
         return tuple(het.source_name(m) for m in range(len(self.Lm)))
@@ -124,7 +111,6 @@ class HeteroKeeper:
             self.opts, self.Lm, present, speeds, self.storage, self.explicit, self.caps,
             seed=c.seed, fresh=self._fresh)
         self._fresh = set()
-        self._dirty = False
         return moves, shrink
 
     def start(self, specs) -> list:
@@ -134,14 +120,13 @@ class HeteroKeeper:
 
     def join(self, spec) -> list:
         self._fresh.add(spec.id)
-        self._dirty = True
         return []  # stored at the next repair, with the plan that includes it
 
     def forget(self, machine) -> None:
-        self._dirty = True
+        pass
 
     def repair(self, S: int) -> tuple[list, dict]:
-        if not self._dirty and set(self.storage.machines) == set(self.c.members):
+        if not hetero_needs_replan(self.storage, self.c.members, self._fresh):
             return [], {}
         return self._replan()
 

@@ -22,6 +22,7 @@ import ray
 
 from ..algebra.lagrange import lagrange_code
 from ..schemes.policies import hetero as het
+from ..schemes.policies import rules
 from ..schemes.policies import unified as uni
 from ..schemes.policies.collect import LagrangeCollector, MDSCollector
 from ..schemes.reference import assemble
@@ -105,28 +106,21 @@ def _backup_timeout(g: Gather, factor: float) -> float | None:
 
 
 def _speculator(g: Gather, factor: float, holders: dict, col, step: int, total: int):
-    """Backup copies (Spark's speculation): a call running longer than ``factor`` times the
-    median completed call gets a copy of each of its tasks on the least busy other holder."""
+    """Backup copies (Spark's speculation, :func:`~elastic_coded.schemes.policies.rules.backup_copies`):
+    a call running ``factor`` times the median completed call gets a copy of each of its tasks
+    on the least busy other holder."""
     g.speculated = set()
 
     def backup(now: float) -> list:
-        limit = factor * (g.median_done() or 0.0)
+        med = g.median_done()
+        due = [(r, m, [t.piece for t in call.tasks]) for r, (m, call, t_sent) in g.pending.items()
+               if r not in g.speculated and rules.backup_due(now - t_sent, med, factor)]
+        g.speculated.update(r for r, _, _ in due)
         busy: dict = {}
         for m, _, _ in g.pending.values():
             busy[m] = busy.get(m, 0) + 1
-        out = []
-        for r, (m, call, t_sent) in list(g.pending.items()):
-            if r in g.speculated or now - t_sent < limit:
-                continue
-            g.speculated.add(r)
-            for task in call.tasks:
-                others = [h for h in holders.get(task.piece, []) if h != m]
-                if not col.needs(task) or not others:
-                    continue
-                target = min(others, key=lambda h: (busy.get(h, 0), h))
-                busy[target] = busy.get(target, 0) + 1
-                out.append((target, None, Call(step, (task,), total)))
-        return out
+        copies = rules.backup_copies(due, holders, busy, lambda p: p not in col.decoded)
+        return [(h, None, Call(step, (g.pending[r][1].tasks[i],), total)) for r, i, h in copies]
 
     return backup
 
@@ -148,31 +142,25 @@ def run_hetero(cl, xs: list, ev, prep):
     g.cols_of = {m: x.shape[1] for m, x in enumerate(xs)}
 
     def top_up(m: int) -> None:
-        """Dispatch more of master ``m``'s coded rows until ``L_m`` are received or in flight:
-        rows live holders have not computed, best expected time first, then fresh rows."""
-        st = plan.storage
+        """Dispatch more of master ``m``'s coded rows until ``L_m`` are received or in flight
+        (:func:`~elastic_coded.schemes.policies.rules.top_up`), then fresh rows."""
         inflight = {t.rows[0] + i for _, c, _ in g.pending.values() for t in c.tasks
                     if t.piece == m for i in range(t.num_rows)}
         have = col.have(m) | inflight
-        need = plan.L[m] - len(have)
         busy = {mm for mm, _, _ in g.pending.values()}
-        order = sorted((n for n in cl._handles if n not in dead and n in st.machines),
-                       key=lambda n: (n in busy, het.row_time(st, m, n), str(n)))
-        for n in order:
-            if need <= 0:
-                return
-            rows = het.ranges_minus(st.rows_of(m, n), have)[:max(1, need)]
-            if rows:
-                need -= _send_rows(n, m, rows, have)
-        if need > 0:  # every live holder is used: fresh coded rows on the best machine
-            n, h, rows = ray.get(cl.controller.hetero_rescue.remote(m, need, sorted(have), order))
+        usable = [n for n in cl._handles if n not in dead]
+        asks, short, order = rules.top_up(plan.storage, m, have, busy, usable)
+        for n, rows in asks:
+            _send_rows(n, m, rows, have)
+        if short > 0:  # every live holder is used: fresh coded rows on the best machine
+            n, h, rows = ray.get(cl.controller.hetero_rescue.remote(m, short, sorted(have), order))
             cl._handles[n] = h
             _send_rows(n, m, rows, have)
 
     def _send_rows(n, m: int, rows, have: set) -> int:
         tasks = tuple(TaskSpec(het.source_name(m), r, m, None, m, r[0]) for r in rows)
         count = sum(b - a for a, b in rows)
-        pace = het.row_time(plan.storage, m, n) * count * ts if ts > 0 else None
+        pace = rules.paced(rules.top_up_time(plan.storage, m, n, count), ts) if ts > 0 else None
         g.dispatch(n, None, Call(step, tasks, total, pace_s=pace))
         rescued.add(m)
         have |= {i for a, b in rows for i in range(a, b)}
@@ -188,7 +176,7 @@ def run_hetero(cl, xs: list, ev, prep):
     g.on_lost = on_lost
     for n, m in plan.serve.items():
         slow = float(ev.slow.get(n, 1.0))
-        pace = plan.pace[n] * ts * slow if ts > 0 else None
+        pace = rules.paced(plan.pace[n], ts, slow) if ts > 0 else None
         g.dispatch(n, None, Call(step, plan.tasks_for(n, m), total, slow, pace,
                                  crash_at=_crash(n, ev)))
     for m in range(len(plan.L)):
@@ -244,7 +232,7 @@ def _unified_once(cl, X: np.ndarray, ev, prep):
     for k in st.live(cl._handles):
         mach = st.servers[k]
         slow = float(ev.slow.get(mach, 1.0))
-        pace = (lat[k] * ts * slow / prep.emulated.get(mach, 1.0)) if ts > 0 else None
+        pace = rules.paced(lat[k], ts, slow, prep.emulated.get(mach, 1.0)) if ts > 0 else None
         g.dispatch(mach, None, Call(step, uni.map_tasks(st, k), total, slow, pace,
                                     _crash(mach, ev), keep=True))
     try:
@@ -274,7 +262,7 @@ def _unified_once(cl, X: np.ndarray, ev, prep):
     D, Lq = latency_load(d.K, d.mu, N, d.q)
     extra = {"K": d.K, "q": d.q, "fastest": Q, "values_sent": values_sent, "packets": packets,
              "load": values_sent / d.m, "L_theory": float(Lq), "D_theory": float(D),
-             "model_latency": float(np.partition(lat, d.q - 1)[d.q - 1]),
+             "model_latency": rules.quorum_time(lat, d.q),
              "map_s": t_map - t2, "shuffle_s": t_shuffle - t_map,
              "reduce_s": time.perf_counter() - t_shuffle, "pad_rows": st.pad_rows,
              "version": st.version}

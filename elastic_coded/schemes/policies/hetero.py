@@ -34,7 +34,7 @@ from ..wire import TaskSpec
 
 __all__ = ["ASSIGNMENTS", "HeteroOptions", "HeteroStorage", "HeteroStepPlan", "plan_storage",
            "step_plan", "source_name", "capacities", "rescue",
-           "ranges_minus"]
+           "ranges_minus", "take_rows", "row_time"]
 
 ASSIGNMENTS = ("iterated_greedy", "simple_greedy", "exact", "probabilistic", "uncoded",
                "unbalanced_coded")
@@ -181,7 +181,7 @@ def _assign(opts: HeteroOptions, P: HeteroProblem, seed: int) -> tuple[Assignmen
 
 # -- storage -----------------------------------------------------------------------------------
 
-def _take(ranges: tuple, count: int) -> tuple:
+def take_rows(ranges: tuple, count: int) -> tuple:
     """The first ``count`` rows of ``ranges``."""
     out, left = [], count
     for a, b in ranges:
@@ -219,7 +219,7 @@ def _place_master(need: Mapping, old: Mapping, capacity: int, m: int) -> tuple[d
     """Blocks of one master for the row counts ``need`` (``{machine: rows}``): keep what each
     machine holds (up to its need), then top up from rows no present machine keeps.  Returns
     the blocks and the moves ``[(start, stop, machine), ...]``."""
-    kept = {n: _take(old.get(n, ()), rows) for n, rows in need.items()}
+    kept = {n: take_rows(old.get(n, ()), rows) for n, rows in need.items()}
     free = _free_ranges(capacity, [r for rs in kept.values() for r in rs])
     blocks, moves = {}, []
     for n in sorted(need, key=str):
@@ -305,7 +305,7 @@ def ranges_minus(ranges, rows: set) -> tuple:
 def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tuple:
     """Fresh coded rows of master ``m`` for the middle of a step: ``need`` rows that no machine
     present holds and that are not in ``exclude`` (received or in flight), given to the first
-    of ``machines`` (best first) that has none of ``m``'s rows in flight.  Returns the storage
+    of ``machines`` (best first; the controller tries the next when storing fails).  Returns the storage
     with them and the moves ``[(source, start, stop, machine)]``."""
     if not machines:
         raise PlanError(f"rescue: no live machine can take master {m}'s rows")

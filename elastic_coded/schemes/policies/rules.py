@@ -145,7 +145,7 @@ def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
     flight; ``usable``: machines that may be asked (present, not known dead).  The usable
     machines of the storage are ordered idle first, then by the expected time of one of
     ``m``'s rows (:func:`~.hetero.row_time`), then by id; each in turn is asked for its rows of
-    ``m`` not in ``have`` (at most ``need`` of its ranges, ``need`` the rows still missing)
+    ``m`` not in ``have`` (at most ``need`` rows, ``need`` the rows still missing)
     until none are missing.  Returns ``([(machine, ranges), ...], short, order)``: ``short``
     rows no holder can give, for :func:`~.hetero.rescue` to store afresh on the first machine
     of ``order`` that takes them (each call's model time: :func:`top_up_time`)."""
@@ -158,7 +158,7 @@ def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
     for n in order:
         if need <= 0:
             break
-        ranges = het.ranges_minus(storage.rows_of(m, n), have)[:max(1, need)]
+        ranges = het.take_rows(het.ranges_minus(storage.rows_of(m, n), have), need)
         if ranges:
             asks.append((n, ranges))
             need -= sum(b - a for a, b in ranges)
