@@ -212,6 +212,14 @@ def matmul_mod(a: np.ndarray, b: np.ndarray, p: int, *, chunk: int | None = None
         np.matmul(af, bf, out=x)
         _mod(x, t, p, 0.0)
         return t.astype(np.int64)
+    return _blocked(a, b, p, kc, limbs, rows)
+
+
+def _blocked(a: np.ndarray, b: np.ndarray, p: int, kc: int, limbs: bool,
+             rows: int | None) -> np.ndarray:
+    """The general path of :func:`matmul_mod`: row blocks of ``a``, inner chunks of ``kc``,
+    one or two limbs, all in one reused workspace."""
+    (m, k), n = a.shape, b.shape[1]
     # Inner index 0 (prepended) carries 2^52 into P0, P1 and the one-limb product, 0 into P2.
     firsts = (_MAGIC, _MAGIC, 0.0) if limbs else (_MAGIC,)
     kernel = _kernel_limbs if limbs else _kernel_one
