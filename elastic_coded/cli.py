@@ -1,6 +1,10 @@
 """Command line.  The CLI prints; the library logs.
 
-* ``elastic-coded run CONFIG.yaml``: run a job from a YAML config (:mod:`elastic_coded.config`).
+* ``elastic-coded run CONFIG.yaml [--json FILE] [--steps N] [--quiet]``: run a job from a YAML
+  config (:mod:`elastic_coded.config`), with progress on stderr and a summary table on stdout.
+  Exit status 0; 1 when a step's product was wrong; 2 for something the user fixes (the config,
+  an unwritable ``--json`` path, an unreachable ``ray.address``, too few machines), said in one
+  line on stderr; 130 on Ctrl-C, after shutting the cluster down and printing the steps done.
 * ``elastic-coded tradeoff --K 18 --mu 1/3 --N 180 [--json FILE] [--plot FILE.png]``: the
   latency-load tradeoff of the unified coding framework (MATH.md §2) for every ``q``, as a table,
   optionally as JSON and a plot.  Exit status 0; 2 for bad input, with the message on stderr; 1
@@ -12,7 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import socket
 import sys
+import time
 from fractions import Fraction
 
 __all__ = ["main"]
@@ -30,34 +37,179 @@ def _table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(out)
 
 
-def _run(args) -> int:
-    from .config import ConfigError, load_config
-    from .jobs import Progress, run_job
+def _one_line(msg: str) -> str:
+    """An error message as one line; YAML's refusal of a ``!!python/...`` tag made plain."""
+    msg = str(msg)
+    tag = _YAML_TAG.search(msg)
+    if tag:
+        name = tag.group(1)
+        name = "!!" + name[len(_YAML_STD):] if name.startswith(_YAML_STD) else name
+        mark = _YAML_MARK.search(msg)
+        where = f"{mark.group(1)}, line {mark.group(2)}" if mark else "a YAML file"
+        return (f"{where}: the tag {name} is not allowed; configs and churn scripts are read "
+                f"with yaml.safe_load, which takes plain mappings, lists, strings and numbers: "
+                f"remove the tag")
+    return " ".join(msg.split())
+
+
+_YAML_STD = "tag:yaml.org,2002:"
+_YAML_TAG = re.compile(r"could not determine a constructor for the tag '([^']*)'")
+_YAML_MARK = re.compile(r'in "([^"]*)", line (\d+)')
+
+
+def _check_output(opt: str, path: str) -> None:
+    """Raise ``ValueError`` naming ``--opt`` unless ``path`` can be written; checked before
+    any work, so a long run never ends in an unwritable path."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--{opt}: cannot write {path!r}: no folder {folder!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"--{opt}: cannot write {path!r}: it is a folder")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"--{opt}: cannot write {path!r}: permission denied")
+
+
+def _check_address(address: str | None) -> None:
+    """Raise ``ValueError`` unless ``ray.address`` is null, ``auto`` or answers on its port (Ray
+    itself waits minutes on an address where nothing listens)."""
+    if address in (None, "auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"config key 'ray.address': {address!r} must be auto, host:port or "
+                         f"ray://host:port (or null for a local Ray)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ValueError(f"config key 'ray.address': nothing answers at {address!r} "
+                         f"({exc.strerror or exc}); start a Ray head there (ray start --head) "
+                         f"or set ray.address: null to run a local Ray") from None
+
+
+def _run_config(args):
+    """The run's configuration with ``--steps`` applied, its output path and Ray address
+    checked; raises ``ValueError`` with a one-line message."""
+    import yaml
+
+    from .config import load_config
 
     try:
         cfg = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except yaml.YAMLError as exc:  # a YAML file the config names (its churn script)
+        raise ValueError(_one_line(f"config key 'churn': {exc}")) from None
+    except OSError as exc:
+        raise ValueError(f"config: cannot read {args.config!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(_one_line(str(exc))) from None
     if args.steps is not None:
         if args.steps < 1:
-            print(f"error: --steps: {args.steps} must be >= 1", file=sys.stderr)
-            return 2
+            raise ValueError(f"--steps: {args.steps} must be >= 1")
         from dataclasses import replace
         cfg = replace(cfg, steps=args.steps)
+    if args.json:
+        _check_output("json", args.json)
+    _check_address(cfg.address)
+    return cfg
+
+
+def _starting(cfg) -> str:
+    """What the run starts, said before Ray takes its few seconds to come up."""
+    m = cfg.machines
+    if m == "auto":
+        what = "machines: auto, workers follow the cluster's nodes"
+    else:
+        n = m if isinstance(m, int) else len(m)
+        what = f"{n} emulated machines" if cfg.time_scale > 0 else f"{n} machines"
+    if cfg.address is None:
+        return (f"starting a local Ray ({what}, {cfg.num_cpus or os.cpu_count()} CPUs); "
+                f"this takes a few seconds...")
+    return f"connecting to the Ray cluster at {cfg.address} ({what}); this takes a few seconds..."
+
+
+def _job_error(exc: Exception, cfg) -> str | None:
+    """The one line for an error the user can fix, or ``None`` (a bug: let it raise)."""
+    kind = type(exc)
+    if kind.__name__ == "AuthenticationError" and kind.__module__.startswith("ray"):
+        return (f"ray.address: the Ray cluster at {cfg.address!r} uses token authentication; "
+                f"run with RAY_AUTH_MODE=token and the cluster's token (ray get-auth-token on "
+                f"the head) in ~/.ray/auth_token or RAY_AUTH_TOKEN")
+    if isinstance(exc, ConnectionError):
+        return (f"ray.address: cannot reach a Ray cluster at {cfg.address!r}: {_one_line(str(exc))}; "
+                f"start one (ray start --head) or set ray.address: null to run a local Ray")
+    if isinstance(exc, ValueError):
+        msg = _one_line(str(exc))
+        if "fewer than L+S" in msg:
+            msg += " (in the config: allow_lower_S: true)"
+        return msg
+    return None
+
+
+def _run(args) -> int:
+    from .jobs import JobInterrupted, Progress, run_job
+
+    try:
+        cfg = _run_config(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     code = (f"L={cfg.L}, S={cfg.S}" if cfg.options is None else
             ", ".join(f"{k}={v}" for k, v in vars(cfg.options).items() if v is not None))
     print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy} ({code}), "
           f"field {cfg.field}", file=sys.stderr)
+    print(_starting(cfg), file=sys.stderr, flush=True)
+    progress = None if args.quiet else Progress(cfg.steps)
+    t0 = time.perf_counter()
+
+    def ready(cluster) -> None:
+        print(f"Ray ready after {time.perf_counter() - t0:.1f} s; running {cfg.steps} steps",
+              file=sys.stderr, flush=True)
+        if progress is not None:
+            progress.t0 = time.perf_counter()
+
     try:
-        res = run_job(cfg, on_step=None if args.quiet else Progress(cfg.steps))
-    except ValueError as exc:
-        print(f"\nerror: {exc}", file=sys.stderr)
+        res = run_job(cfg, on_step=progress, on_ready=ready)
+    except JobInterrupted as exc:
+        if progress is not None:
+            progress.close()
+        return _interrupted(exc.result, args)
+    except KeyboardInterrupt:  # a second Ctrl-C, during the shutdown
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if progress is not None:
+            progress.close()
+        msg = _job_error(exc, cfg)
+        if msg is None:
+            raise
+        print(f"error: {msg}", file=sys.stderr)
         return 2
-    s = res.summary
+    print(_result_table(res))
+    if args.json and not _write_reports(args.json, res):
+        return 2
+    ok = (not cfg.check) or res.exact_steps == cfg.steps
+    return 0 if ok else 1
+
+
+def _interrupted(res, args) -> int:
+    """Ctrl-C: the steps done (their table, and reports if asked for); exit status 130."""
+    cfg = res.config
+    if res.steps_done:
+        print(_result_table(res))
+    if args.json:
+        _write_reports(args.json, res)
+    done = (f"after {res.steps_done} of {cfg.steps} steps"
+            + (f" ({res.exact_steps} exact)" if cfg.check else "")
+            if res.steps_done else "before the first step")
+    print(f"interrupted {done}, {res.wall_s:.1f} s; the cluster was shut down", file=sys.stderr)
+    return 130
+
+
+def _result_table(res) -> str:
+    cfg, s = res.config, res.summary
     rows = [
         ("job", cfg.job), ("steps", str(s.get("steps", 0))),
-        ("steps exact (vs numpy)", f"{res.exact_steps}/{cfg.steps}" if cfg.check else "not checked"),
+        ("steps exact (vs numpy)",
+         f"{res.exact_steps}/{res.steps_done}" if cfg.check else "not checked"),
         ("max relative error", f"{res.max_step_error:.2e}"),
         ("median step", f"{s.get('median_step_s', 0) * 1000:.1f} ms"),
         ("p95 step", f"{s.get('p95_step_s', 0) * 1000:.1f} ms"),
@@ -73,15 +225,23 @@ def _run(args) -> int:
     if res.answer_error is not None:
         label = "1 - |cos| to top eigvec" if cfg.job == "power_iteration" else "rel. dist. to lstsq"
         rows.insert(4, (label, f"{res.answer_error:.2e}"))
-    print(_table(rows))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"summary": s, "exact_steps": res.exact_steps,
-                       "max_step_error": res.max_step_error, "answer_error": res.answer_error,
+    return _table(rows)
+
+
+def _write_reports(path: str, res) -> bool:
+    """``--json``: the summary and every step's report; ``False`` (said on stderr) if the
+    path cannot be written after all."""
+    try:
+        with open(path, "w") as fh:
+            json.dump({"summary": res.summary, "steps_done": res.steps_done,
+                       "exact_steps": res.exact_steps, "max_step_error": res.max_step_error,
+                       "answer_error": res.answer_error,
                        "reports": [r.to_dict() for r in res.reports]}, fh, indent=1, default=str)
-        print(f"reports written to {args.json}", file=sys.stderr)
-    ok = (not cfg.check) or res.exact_steps == cfg.steps
-    return 0 if ok else 1
+    except OSError as exc:
+        print(f"error: --json: cannot write {path!r}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    print(f"reports written to {path}", file=sys.stderr)
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,11 +311,8 @@ def _tradeoff_input(args: argparse.Namespace):
         raise ValueError(f"K: {K!r} must be an int >= 1 (the number of servers)")
     t = tradeoff(K, _parse_mu(args.mu, K), args.N)
     for opt in ("json", "plot"):
-        path = getattr(args, opt, None)
-        if path:
-            folder = os.path.dirname(os.path.abspath(path))
-            if not os.path.isdir(folder):
-                raise ValueError(f"--{opt}: cannot write {path!r}: no folder {folder!r}")
+        if getattr(args, opt, None):
+            _check_output(opt, getattr(args, opt))
     return t
 
 
@@ -206,7 +363,7 @@ def main(argv=None) -> int:
     run.add_argument("config", help="YAML run configuration (see elastic_coded.config)")
     run.add_argument("--json", help="write the step reports to this file")
     run.add_argument("--steps", type=int, help="override the number of steps")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_run)
     _add_tradeoff_parser(sub)
     args = parser.parse_args(argv)

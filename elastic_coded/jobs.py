@@ -5,6 +5,9 @@ power iteration, and linear regression by gradient descent.  Used by the CLI, th
 from __future__ import annotations
 
 import logging
+import math
+import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field, fields
@@ -15,7 +18,7 @@ import numpy as np
 from .algebra.fields import field as make_field, relative_error
 from .config import RunConfig
 
-__all__ = ["JobResult", "run_job", "make_problem", "Progress"]
+__all__ = ["JobResult", "JobInterrupted", "run_job", "make_problem", "Progress"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,8 @@ class JobResult:
     """Power iteration: ``1 - |cos|`` to numpy's top eigenvector; regression: relative distance
     to the least-squares solution."""
     wall_s: float = 0.0
+    steps_done: int = 0
+    """Steps that returned a product (``config.steps`` unless interrupted)."""
 
 
 def make_problem(cfg: RunConfig) -> dict:
@@ -66,24 +71,84 @@ def make_problem(cfg: RunConfig) -> dict:
 
 
 class Progress:
-    """A one-line progress bar on stderr (the CLI's; library code never prints)."""
+    """Progress on stderr, one call per step (the CLI's; library code never prints).
 
-    def __init__(self, total: int, stream=sys.stderr, width: int = 30):
-        self.total, self.stream, self.width = total, stream, width
+    On a terminal: one line redrawn in place, cut to the terminal's width.  Elsewhere (a log
+    file, a pipe): one line every ``every`` steps (default: a tenth of the steps) and at the
+    last, so a log holds a few short lines rather than one long redrawn one.  ``close()`` ends a
+    redrawn line early (before an error or a summary is printed)."""
+
+    def __init__(self, total: int, stream=None, width: int | None = None,
+                 every: int | None = None, tty: bool | None = None):
+        self.total, self.width = total, width
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = _isatty(self.stream) if tty is None else tty
+        self.every = every or max(1, math.ceil(total / 10))
         self.t0 = time.perf_counter()
+        self.stragglers = self.failed = 0
+        self._drawn = 0  # length of the redrawn line on screen (0: none open)
 
     def __call__(self, step: int, report) -> None:
         done = step + 1
-        fill = int(self.width * done / self.total)
-        bar = "#" * fill + "." * (self.width - fill)
-        extra = ""
         if report is not None:
-            extra = (f" {report.t_total * 1000:7.1f} ms  machines {len(report.available):3d}"
-                     f"  stragglers {len(report.stragglers)}  failed {len(report.failed)}")
-        self.stream.write(f"\r[{bar}] {done}/{self.total}{extra}")
+            self.stragglers += len(report.stragglers)
+            self.failed += len(report.failed)
+        elapsed = time.perf_counter() - self.t0
+        parts = [f"{done}/{self.total} {done * 100 // self.total:3d}%"]
+        if self.tty:
+            eta = elapsed / done * (self.total - done)
+            parts.append(f"eta {eta:.0f} s" if done < self.total else f"{elapsed:.1f} s")
+        if report is not None:
+            parts += [f"{report.t_total * 1000:.0f} ms/step", f"{len(report.available)} machines",
+                      f"{self.stragglers} stragglers", f"{self.failed} failed"]
+        if not self.tty:
+            if done % self.every == 0 or done == self.total:
+                self.stream.write("step " + "  ".join(parts) + f"  {elapsed:.1f} s\n")
+                self.stream.flush()
+            return
+        self._draw(parts, done)
         if done == self.total:
-            self.stream.write(f"  ({time.perf_counter() - self.t0:.1f} s)\n")
+            self.close()
         self.stream.flush()
+
+    def _draw(self, parts: list[str], done: int) -> None:
+        """Redraw the line: a bar a quarter of the width (10 to 30 characters; none below 30
+        columns) and as many ``parts`` as fit after it, the last ones dropped first."""
+        cols = max((self.width or _columns(self.stream)) - 1, 1)
+        bar_w = 0 if cols < 30 else min(30, cols // 4)
+        room = cols - (bar_w + 3 if bar_w else 0)
+        while len(parts) > 1 and len("  ".join(parts)) > room:
+            parts = parts[:-1]
+        bar = ""
+        if bar_w:
+            fill = bar_w * done // self.total
+            bar = "[" + "#" * fill + "." * (bar_w - fill) + "] "
+        line = (bar + "  ".join(parts))[:cols]
+        self.stream.write("\r" + line.ljust(self._drawn))
+        self._drawn = len(line)
+
+    def close(self) -> None:
+        """End the redrawn line, if one is open."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = 0
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
+
+
+def _columns(stream) -> int:
+    """The terminal's width for ``stream`` (its own terminal, else ``$COLUMNS`` or 80)."""
+    try:
+        cols = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        cols = 0
+    return cols or shutil.get_terminal_size().columns
 
 
 def cluster_kwargs(cfg: RunConfig, F) -> dict:
@@ -107,60 +172,90 @@ def _check_product(F, A, B, Y) -> tuple[bool, float]:
     return err <= 1e-9, err
 
 
-def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None) -> JobResult:
+class JobInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_job`.  ``result`` is the partial :class:`JobResult` (the steps
+    done, their reports and summary); the cluster :func:`run_job` made was shut down.  A
+    ``KeyboardInterrupt``, so callers that do not look for it still stop as on Ctrl-C."""
+
+    def __init__(self, result: JobResult):
+        super().__init__(f"interrupted after {result.steps_done} of {result.config.steps} steps")
+        self.result = result
+
+
+def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
+            on_ready: Callable | None = None) -> JobResult:
     """Run ``cfg``'s job for ``cfg.steps`` steps and check every step against the direct
-    product.  ``cluster``: an existing cluster to use (else one is made and shut down)."""
+    product.  ``cluster``: an existing cluster to use (else one is made and shut down).
+    ``on_step(step, report)`` follows each step; ``on_ready(cluster)`` once the cluster is up.
+    Ctrl-C raises :class:`JobInterrupted` with the steps done, after the shutdown."""
+    import ray
+
     from .runtime.cluster import ElasticCluster
 
     prob = make_problem(cfg)
     F = prob["F"]
-    hetero = cfg.policy == "hetero"
-    A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
     res = JobResult(cfg)
     t0 = time.perf_counter()
-    own = cluster is None
-    if own:
-        cluster = ElasticCluster(prob["A"], cfg.policy, **cluster_kwargs(cfg, F))
+    own, ray_was_up, interrupted = cluster is None, ray.is_initialized(), False
     try:
-        rng = prob["rng"]
-        n = None if hetero else A_local.shape[1]
-        x = rng.standard_normal(n) if cfg.job != "matmul" else None
-        if cfg.job == "regression":
-            x = np.zeros(n)
-            lr = 1.0 / np.linalg.eigvalsh(A_local)[-1]
-        for step in range(cfg.steps):
-            if hetero:
-                B = [F.random((a.shape[1], cfg.input_cols), rng) for a in A_local]
-            elif cfg.job == "matmul":
-                B = F.random((n, cfg.input_cols), rng)
-            else:
-                B = x[:, None]
-            Y = cluster.multiply(B)
-            if cfg.check:
-                pairs = zip(A_local, B, Y) if hetero else [(A_local, B, Y)]
-                ok = True
-                for Am, Bm, Ym in pairs:
-                    good, err = _check_product(F, Am, Bm, Ym)
-                    ok &= good
-                    res.max_step_error = max(res.max_step_error, err)
-                res.exact_steps += ok
-                if not ok:
-                    log.error("step %d: product differs from the direct one", step)
-            if cfg.job == "power_iteration":
-                y = Y[:, 0]
-                x = y / np.linalg.norm(y)
-            elif cfg.job == "regression":
-                x = x - lr * (Y[:, 0] - prob["Xty"])
-            if on_step is not None:
-                on_step(step, cluster.reports[-1] if cluster.reports else None)
+        if own:
+            cluster = ElasticCluster(prob["A"], cfg.policy, **cluster_kwargs(cfg, F))
+        if on_ready is not None:
+            on_ready(cluster)
+        x = _steps(cfg, prob, cluster, res, on_step)
         if cfg.job == "power_iteration" and "top" in prob:
             res.answer_error = float(1 - abs(x @ prob["top"]))
         elif cfg.job == "regression":
             res.answer_error = float(np.linalg.norm(x - prob["w_star"]) / np.linalg.norm(prob["w_star"]))
-        res.reports = list(cluster.reports)
-        res.summary = cluster.summary()
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        if own:
-            cluster.shutdown()
-    res.wall_s = time.perf_counter() - t0
+        if cluster is not None:
+            res.reports = list(cluster.reports)
+            res.summary = cluster.summary()
+            if own:
+                cluster.shutdown()
+        elif own and not ray_was_up:  # stopped while Ray was starting
+            ray.shutdown()
+        res.wall_s = time.perf_counter() - t0
+    if interrupted:
+        raise JobInterrupted(res)
     return res
+
+
+def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.ndarray | None:
+    """The job's steps on ``cluster``, each checked into ``res``; returns the final vector
+    (power iteration, regression)."""
+    F, rng = prob["F"], prob["rng"]
+    hetero = cfg.policy == "hetero"
+    A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
+    n = None if hetero else A_local.shape[1]
+    x = rng.standard_normal(n) if cfg.job != "matmul" else None
+    if cfg.job == "regression":
+        x = np.zeros(n)
+        lr = 1.0 / np.linalg.eigvalsh(A_local)[-1]
+    for step in range(cfg.steps):
+        if hetero:
+            B = [F.random((a.shape[1], cfg.input_cols), rng) for a in A_local]
+        elif cfg.job == "matmul":
+            B = F.random((n, cfg.input_cols), rng)
+        else:
+            B = x[:, None]
+        Y = cluster.multiply(B)
+        res.steps_done += 1
+        if cfg.check:
+            ok = True
+            for Am, Bm, Ym in (zip(A_local, B, Y) if hetero else [(A_local, B, Y)]):
+                good, err = _check_product(F, Am, Bm, Ym)
+                ok &= good
+                res.max_step_error = max(res.max_step_error, err)
+            res.exact_steps += ok
+            if not ok:
+                log.error("step %d: product differs from the direct one", step)
+        if cfg.job == "power_iteration":
+            x = Y[:, 0] / np.linalg.norm(Y[:, 0])
+        elif cfg.job == "regression":
+            x = x - lr * (Y[:, 0] - prob["Xty"])
+        if on_step is not None:
+            on_step(step, cluster.reports[-1] if cluster.reports else None)
+    return x

@@ -1,5 +1,6 @@
-"""The command line (no Ray): ``elastic-coded tradeoff`` (MATH.md §2) and the argument checks of
-``elastic-coded run``."""
+"""The command line (no Ray): ``elastic-coded tradeoff`` (MATH.md §2), and ``elastic-coded run``
+with a stand-in ``run_job``: what it says before Ray starts, its progress display, Ctrl-C (exit
+130 with the steps done) and the user errors it reports in one line (exit 2)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,306 @@ def test_run_bad_input(argv, match, capsys, monkeypatch, request):
     monkeypatch.chdir(request.config.rootpath)
     assert main(argv) == 2
     assert re.search(match, capsys.readouterr().err.strip())
+
+
+# ------------------------------------------------------------------------------------------------
+# elastic-coded run, with a fake run_job (no Ray)
+# ------------------------------------------------------------------------------------------------
+
+QUICKSTART = "examples/quickstart.yaml"
+
+
+def _report(stragglers=2, failed=0, machines=12, t=0.05):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(t_total=t, available=[f"m{i}" for i in range(machines)],
+                           stragglers=[f"m{i}" for i in range(stragglers)],
+                           failed=[f"m{i}" for i in range(failed)], to_dict=lambda: {"t": t})
+
+
+def _fake_job(steps_done, *, interrupt=False, calls=None):
+    """A ``run_job`` that records what stderr held when it was called, reports
+    ``steps_done`` steps, and returns, or raises :class:`JobInterrupted` (``interrupt``)."""
+    from elastic_coded.jobs import JobInterrupted, JobResult
+
+    def run_job(cfg, on_step=None, cluster=None, on_ready=None):
+        if calls is not None:
+            calls.append(cfg)
+        if on_ready is not None:
+            on_ready(None)
+        res = JobResult(cfg, summary={"steps": steps_done}, wall_s=1.5)
+        for step in range(steps_done):
+            res.reports.append(_report())
+            res.steps_done += 1
+            res.exact_steps += 1
+            if on_step is not None:
+                on_step(step, res.reports[-1])
+        if interrupt:
+            raise JobInterrupted(res)
+        return res
+
+    return run_job
+
+
+@pytest.fixture
+def in_root(monkeypatch, request):
+    monkeypatch.chdir(request.config.rootpath)
+
+
+def test_run_says_what_it_starts_before_the_job(in_root, capsys, monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    seen = []
+
+    def run_job(cfg, **kw):
+        seen.append(capsys.readouterr().err)  # what the user saw before Ray was asked for
+        return _fake_job(cfg.steps)(cfg, **kw)
+
+    monkeypatch.setattr(jobs, "run_job", run_job)
+    assert main(["run", QUICKSTART]) == 0
+    assert re.search(r"starting a local Ray \(12 emulated machines, 2 CPUs\); this takes a "
+                     r"few seconds", seen[0]), seen
+    out, err = capsys.readouterr()
+    assert "Ray ready after" in err and "running 30 steps" in err
+    assert re.search(r"steps exact \(vs numpy\)\s*\|\s*30/30", out)
+
+
+@pytest.mark.parametrize("doc, match", [
+    ({"machines": "auto", "ray": {"address": "auto"}},
+     r"connecting to the Ray cluster at auto \(machines: auto"),
+    ({"machines": 6, "time_scale": 0}, r"starting a local Ray \(6 machines, \d+ CPUs\)"),
+])
+def test_run_start_line_names_the_cluster(doc, match, tmp_path, capsys, monkeypatch):
+    import yaml
+
+    import elastic_coded.jobs as jobs
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"job": "matmul", "steps": 2, **doc}))
+    monkeypatch.setattr(jobs, "run_job", _fake_job(2))
+    assert main(["run", str(cfg), "--quiet"]) == 0
+    assert re.search(match, capsys.readouterr().err)
+
+
+def test_run_ctrl_c_shuts_down_and_summarises(in_root, capsys, monkeypatch, tmp_path):
+    import elastic_coded.jobs as jobs
+
+    monkeypatch.setattr(jobs, "run_job", _fake_job(7, interrupt=True))
+    out_json = tmp_path / "r.json"
+    assert main(["run", QUICKSTART, "--json", str(out_json)]) == 130
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    summary = [line for line in err.splitlines() if line.startswith("interrupted")]
+    assert summary == ["interrupted after 7 of 30 steps (7 exact), 1.5 s; the cluster was "
+                       "shut down"], err
+    assert re.search(r"steps exact \(vs numpy\)\s*\|\s*7/7", out)
+    assert json.loads(out_json.read_text())["steps_done"] == 7
+
+
+def test_run_ctrl_c_before_the_first_step(in_root, capsys, monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    monkeypatch.setattr(jobs, "run_job", _fake_job(0, interrupt=True))
+    assert main(["run", QUICKSTART]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and "interrupted before the first step" in err
+
+
+def test_run_second_ctrl_c_during_shutdown(in_root, capsys, monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    def run_job(cfg, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "run_job", run_job)
+    assert main(["run", QUICKSTART, "--quiet"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def _config(tmp_path, text: str, name="c.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _refused_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("files, argv, match", [
+    ({"c.yaml": "job: !!python/object:os.system {}\n"}, [],
+     r"c\.yaml, line 1: the tag !!python/object:os\.system is not allowed; .*yaml\.safe_load"),
+    ({"c.yaml": "job: matmul\nchurn: churn.yaml\n",
+      "churn.yaml": "seed: 1\nevents: !!python/object/apply:os.system [ls]\n"}, [],
+     r"churn\.yaml, line 2: the tag !!python/object/apply:os\.system is not allowed"),
+    ({"c.yaml": "job: matmul\nsteps: [\n"}, [], r"config: .* is not valid YAML"),
+    ({"c.yaml": "job: matmul\nL: 0\n"}, [], r"config key 'L': 0 must be an int >= 1"),
+    ({"c.yaml": "job: matmul\n"}, ["--json", "/no/such/folder/r.json"],
+     r"--json: cannot write '/no/such/folder/r\.json': no folder"),
+    ({"c.yaml": "job: matmul\n"}, ["--json", "{tmp}"], r"--json: cannot write .*: it is a folder"),
+    ({"c.yaml": "job: matmul\nray: {address: '127.0.0.1:{port}'}\n"}, [],
+     r"config key 'ray\.address': nothing answers at '127\.0\.0\.1:\d+' .*ray start --head"),
+    ({"c.yaml": "job: matmul\nray: {address: 'my-head'}\n"}, [],
+     r"config key 'ray\.address': 'my-head' must be auto, host:port"),
+])
+def test_run_user_errors_are_one_line_before_the_job(files, argv, match, tmp_path, capsys,
+                                                      monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    calls = []
+    monkeypatch.setattr(jobs, "run_job", _fake_job(1, calls=calls))
+    port = str(_refused_port())
+    for name, text in files.items():
+        _config(tmp_path, text.replace("{port}", port), name)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(["run", str(tmp_path / "c.yaml"), *argv]) == 2
+    out, err = capsys.readouterr()
+    assert calls == [] and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert re.search(match, lines[0]), lines[0]
+
+
+class AuthenticationError(Exception):
+    """Stands in for Ray's (matched by name and module, so the CLI need not import Ray)."""
+
+
+AuthenticationError.__module__ = "ray.exceptions"
+
+
+@pytest.mark.parametrize("exc, match", [
+    (ValueError("machines: 4 present (['m0', 'm1', 'm2', 'm3']), fewer than L+S = 6; add "
+                "machines, or pass allow_lower_S=True to run with S = 0"),
+     r"fewer than L\+S = 6.*\(in the config: allow_lower_S: true\)$"),
+    (ConnectionError("Could not find any running Ray instance.\nPlease start one."),
+     r"^error: ray\.address: cannot reach a Ray cluster at None: Could not find any running "
+     r"Ray instance\. Please start one\.; start one"),
+    (AuthenticationError("Authentication failed"), r"RAY_AUTH_MODE=token"),
+])
+def test_run_job_errors_the_user_fixes(exc, match, in_root, capsys, monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    def run_job(cfg, on_step=None, **kw):
+        on_step(0, _report())  # a redrawn progress line is open when the error comes
+        raise exc
+
+    monkeypatch.setattr(jobs, "run_job", run_job)
+    monkeypatch.setattr(jobs, "_isatty", lambda stream: True)
+    assert main(["run", QUICKSTART]) == 2
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: ") and re.search(match, last), err
+    assert "Traceback" not in err
+
+
+def test_run_bugs_are_not_hidden(in_root, monkeypatch):
+    import elastic_coded.jobs as jobs
+
+    def run_job(cfg, **kw):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(jobs, "run_job", run_job)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["run", QUICKSTART, "--quiet"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the progress display, and run_job's Ctrl-C
+# ------------------------------------------------------------------------------------------------
+
+def test_progress_in_a_log_is_a_line_per_tenth():
+    import io
+
+    from elastic_coded.jobs import Progress
+
+    buf = io.StringIO()
+    p = Progress(30, stream=buf)  # a StringIO is no terminal
+    for step in range(30):
+        p(step, _report(stragglers=1, failed=step == 4))
+    lines = buf.getvalue().splitlines()
+    assert "\r" not in buf.getvalue() and len(lines) == 10
+    assert all(len(line) < 100 for line in lines)
+    assert lines[0].startswith("step 3/30  10%") and "3 stragglers" in lines[0]
+    assert lines[-1].startswith("step 30/30 100%") and "30 stragglers  1 failed" in lines[-1]
+    buf = io.StringIO()
+    p = Progress(7, stream=buf, every=3)
+    for step in range(7):
+        p(step, None)
+    assert [line.split()[1] for line in buf.getvalue().splitlines()] == ["3/7", "6/7", "7/7"]
+
+
+@pytest.mark.parametrize("width", [20, 40, 80, 200])
+def test_progress_on_a_terminal_fits_its_width(width):
+    import io
+
+    from elastic_coded.jobs import Progress
+
+    buf = io.StringIO()
+    p = Progress(12, stream=buf, width=width, tty=True)
+    for step in range(12):
+        p(step, _report(stragglers=3))
+    text = buf.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1
+    draws = text[:-1].split("\r")[1:]
+    assert len(draws) == 12 and all(len(d.rstrip()) < width for d in draws)
+    assert "12/12 100%" in draws[-1]
+    if width >= 80:
+        assert draws[-1].startswith("[" + "#" * min(30, (width - 1) // 4) + "]")
+        assert "36 stragglers" in draws[-1]
+
+
+def test_progress_close_ends_an_open_line():
+    import io
+
+    from elastic_coded.jobs import Progress
+
+    buf = io.StringIO()
+    p = Progress(10, stream=buf, width=80, tty=True)
+    p(0, _report())
+    assert not buf.getvalue().endswith("\n")
+    p.close()
+    p.close()
+    assert buf.getvalue().endswith("\n") and buf.getvalue().count("\n") == 1
+
+
+def test_run_job_ctrl_c_returns_the_steps_done_after_shutdown(monkeypatch):
+    """run_job turns Ctrl-C mid-step into JobInterrupted with the partial result, after
+    shutting down the cluster it made (a stand-in cluster; no Ray session)."""
+    import elastic_coded.runtime.cluster as rc
+    from elastic_coded.config import parse_config
+    from elastic_coded.jobs import JobInterrupted, run_job
+
+    events = []
+
+    class Cluster:
+        def __init__(self, A, policy, **kw):
+            self.A, self.reports = np.asarray(A), []
+
+        def multiply(self, B):
+            if len(self.reports) == 3:
+                raise KeyboardInterrupt
+            self.reports.append(_report())
+            return self.A @ B
+
+        def summary(self):
+            return {"steps": len(self.reports)}
+
+        def shutdown(self):
+            events.append("shutdown")
+
+    np = pytest.importorskip("numpy")
+    monkeypatch.setattr(rc, "ElasticCluster", Cluster)
+    cfg = parse_config({"job": "power_iteration", "steps": 10, "matrix": {"rows": 20, "cols": 20},
+                        "machines": 6})
+    steps = []
+    with pytest.raises(JobInterrupted) as info:
+        run_job(cfg, on_step=lambda step, rep: steps.append(step))
+    res = info.value.result
+    assert events == ["shutdown"] and steps == [0, 1, 2]
+    assert (res.steps_done, res.exact_steps, res.summary) == (3, 3, {"steps": 3})
+    assert len(res.reports) == 3 and res.wall_s > 0
+    assert isinstance(info.value, KeyboardInterrupt)
