@@ -1,29 +1,44 @@
-"""Power iteration for the top eigenvector on an elastic, coded cluster.
+"""Power iteration for the top eigenvector on an elastic, coded cluster (L=3, S=2).
 
-    python examples/power_iteration.py                      # embedded local Ray
-    python examples/power_iteration.py --address auto       # an existing cluster (ray job submit)
+    python examples/power_iteration.py                      # embedded local Ray, 8 machines
+    python examples/power_iteration.py --machines auto --address auto   # a running cluster
     python examples/power_iteration.py --churn examples/churn.yaml
 
 Every step's A @ x is checked against numpy; at the end the vector is compared with numpy's top
 eigenvector.  Exits 1 if any step was wrong or it did not converge.
+
+When fewer than L+S = 5 machines are left (departures, crashes, preempted nodes), a step stops
+with an error naming the machines present; with --allow-lower-S it runs with a lower S instead
+(fewer stragglers tolerated, still exact) and the summary counts those steps.
 """
 
 import argparse
+import re
 import sys
 
 import numpy as np
 
 import elastic_coded
 
+L, S = 3, 2
+
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=400)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=400, help="matrix size (n x n)")
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--machines", default="8", help="a count, or 'auto' (one per Ray node)")
+    ap.add_argument("--machines", default="8",
+                    help="a count of emulated machines, or 'auto': workers on the Ray "
+                         "cluster's nodes, following nodes that join and leave")
     ap.add_argument("--churn", default=None, help="churn script (YAML)")
-    ap.add_argument("--address", default=None)
-    ap.add_argument("--time-scale", type=float, default=0.1)
+    ap.add_argument("--address", default=None,
+                    help="Ray address: none starts a local Ray; 'auto' joins a running cluster")
+    ap.add_argument("--time-scale", type=float, default=0.1,
+                    help="seconds per unit of emulated work (0: real speed)")
+    ap.add_argument("--allow-lower-S", action="store_true",
+                    help=f"when fewer than L+S = {L + S} machines are left, run the step with a "
+                         f"lower S instead of stopping with an error")
     a = ap.parse_args()
 
     rng = np.random.default_rng(0)
@@ -31,20 +46,32 @@ def main() -> int:
     A = (Q * 0.7 ** np.arange(a.n)) @ Q.T           # known spectrum, top eigenvector Q[:, 0]
     machines = a.machines if a.machines == "auto" else [
         {"id": f"m{i}", "speed": 1.0 + i % 4, "storage": 0.9} for i in range(int(a.machines))]
+    print(f"power iteration, n={a.n}, {a.steps} steps, L={L}, S={S}, machines {a.machines}; "
+          + ("fewer than L+S machines: lower S" if a.allow_lower_S else
+             "fewer than L+S machines: the step stops with an error (--allow-lower-S lowers S)"),
+          flush=True)
     x = rng.standard_normal(a.n)
     wrong = 0
-    with elastic_coded.ElasticCluster(A, L=3, S=2, machines=machines, churn=a.churn,
-                                      time_scale=a.time_scale, address=a.address) as cluster:
-        for step in range(a.steps):
-            y = cluster.multiply(x)
-            wrong += np.linalg.norm(y - A @ x) > 1e-9 * np.linalg.norm(A @ x)
-            x = y / np.linalg.norm(y)
-        summary = cluster.summary()
+    try:
+        with elastic_coded.ElasticCluster(A, L=L, S=S, machines=machines, churn=a.churn,
+                                          time_scale=a.time_scale, address=a.address,
+                                          allow_lower_S=a.allow_lower_S) as cluster:
+            ids = cluster.machines()
+            print(f"{len(ids)} machines: {', '.join(ids)}", flush=True)
+            for step in range(a.steps):
+                y = cluster.multiply(x)
+                wrong += np.linalg.norm(y - A @ x) > 1e-9 * np.linalg.norm(A @ x)
+                x = y / np.linalg.norm(y)
+            summary = cluster.summary()
+            lowered = sum(r.plan.K < L + S for r in cluster.reports)
+    except ValueError as exc:  # too few machines or too little storage for L+S
+        print("stopped: " + re.sub(r"^[\w.]+: ", "", str(exc).strip().splitlines()[-1]))
+        return 1
     err = 1 - abs(x @ Q[:, 0])
     print(f"steps {a.steps}, wrong steps {wrong}, 1 - |cos(x, top eigenvector)| = {err:.2e}")
     print(f"median step {1000 * summary['median_step_s']:.1f} ms, stragglers "
           f"{summary['stragglers']}, failures {summary['failures']}, joins {summary['joins']}, "
-          f"leaves {summary['leaves']}")
+          f"leaves {summary['leaves']}, steps with a lower S {lowered}")
     print("exact" if wrong == 0 and err < 1e-6 else "FAILED")
     return 0 if wrong == 0 and err < 1e-6 else 1
 
