@@ -302,11 +302,27 @@ class BinaryExtField(Field):
 def _finite_field_array(F, x, name: str) -> np.ndarray:
     """``x`` as int64 representatives of ``F`` (integral floats accepted), range-checked."""
     arr = np.asarray(x)
+    if arr.dtype.kind == "O":  # Python ints beyond int64, or mixed objects
+        try:
+            big = [int(v) for v in arr.ravel()]
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: {F.name} needs integer values, got dtype object") from None
+        bad = [v for v in big if not 0 <= v < F.order]
+        if bad:
+            raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                             f"found {bad[0]}")
+        arr = np.array(big, dtype=np.int64).reshape(arr.shape)
     if arr.dtype.kind not in "biu":
         if arr.dtype.kind == "f" and np.all(np.floor(arr) == arr):
+            if arr.size and (arr.min() < 0 or arr.max() >= F.order):
+                raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                                 f"found range [{arr.min():.6g}, {arr.max():.6g}]")
             arr = arr.astype(np.int64)
         else:
             raise TypeError(f"{name}: {F.name} needs integer values, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= F.order:
+        raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                         f"found {int(arr.max())}")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= F.order):
         raise ValueError(

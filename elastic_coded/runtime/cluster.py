@@ -24,13 +24,15 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..algebra.fields import field as make_field
+from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
 from ..churn import ChurnScript, StepEvents, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
+from ..schemes.plan import ShortOfMachines
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
 from .controller import Controller, StepRequest
-from .report import StepReport, summarize
+from .report import ReportLog, StepReport
 from .session import ensure_ray, stop
 from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
 
@@ -91,6 +93,10 @@ class ElasticCluster:
     ``time_scale`` seconds); with ``0`` machines run at their real speed.  ``churn``: a
     :class:`~elastic_coded.churn.ChurnScript`, a mapping, or a YAML path.  ``address``: ``None``
     starts an embedded local Ray (``num_cpus``), ``"auto"`` joins a running cluster.
+    ``report_window``: the step reports kept in :attr:`reports` (aggregates cover every step);
+    ``report_file``: a JSON-lines file every report is appended to.
+    ``deadline`` (USCTEC family): a call still running ``deadline`` times the median completed
+    call's time gets coded backups on other machines storing its rows (``None``: wait).
     """
 
     def __init__(self, A, policy: str = "usctec", *, L: int | None = None, S: int | None = None,
@@ -99,7 +105,9 @@ class ElasticCluster:
                  learn_speeds: bool = True, allow_lower_S: bool = False,
                  address: str | None = None, num_cpus: int | None = None,
                  cpus_per_worker: float | None = None, ping_timeout: float = 5.0,
-                 health_interval: float = 1.0, chunk_rows: int | None = None, **options):
+                 health_interval: float = 1.0, chunk_rows: int | None = None,
+                 deadline: float | None = 3.0, report_window: int | None = 1000,
+                 report_file: str | None = None, **options):
         self.family = family_of(policy)
         self.options = parse_options(policy, options)
         if placement not in ("design", "cyclic"):
@@ -116,14 +124,21 @@ class ElasticCluster:
         if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale)
                 and time_scale >= 0):
             raise ValueError(f"time_scale: must be finite and >= 0, got {time_scale!r}")
-        if not 0 < storage <= 1:
-            raise ValueError(f"storage: default storage budget must lie in (0, 1], got {storage!r}")
+        if isinstance(storage, bool) or not isinstance(storage, (int, float)) or \
+                not 0 < storage <= 1:
+            raise ValueError(f"storage: the default storage budget must be a number in (0, 1], "
+                             f"got {storage!r}")
+        if deadline is not None and not (isinstance(deadline, (int, float)) and
+                                         not isinstance(deadline, bool) and deadline >= 1):
+            raise ValueError(f"deadline: {deadline!r} must be a number >= 1 (a multiple of the "
+                             f"median completed call's time) or None")
+        self.deadline = deadline
         self.F = make_field(field)
         self.policy, self.L, self.S = policy, L, S
         self.allow_lower_S = allow_lower_S
         self.time_scale = float(time_scale)
         self.seed = seed
-        self.reports: list[StepReport] = []
+        self.reports = ReportLog(report_window, report_file)
         self._step = 0
         self._crash_idle: list[str] = []
         self._handles: dict = {}
@@ -131,9 +146,14 @@ class ElasticCluster:
         self._epoch = 0
         self._carry = {"joined": (), "left": (), "rows_moved": 0}
         self._present: list | None = None
+        self._applied: tuple | None = None  # (step, events) of the churn applied last
         self._closed = False
         self._shuffles: dict = {}
         self._designs: dict = {}
+        self._specs: dict = {}     # the driver's copy of the controller's state, for a revival
+        self._speeds: dict = {}
+        self._storage = None
+        self.revivals = 0
         churn = ChurnScript() if churn is None else churn
         if isinstance(churn, (str, os.PathLike)):
             churn = load_churn(str(churn))
@@ -146,18 +166,19 @@ class ElasticCluster:
         else:
             specs = machine_specs(machines, storage)
         data = self._load(A)
+        self._precheck(specs, data)
         self._own_ray = ensure_ray(address, num_cpus)
         try:
             sources, masters = self._sources(data, chunk_rows)
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
-                                                  soft=False)
-            self.controller = Controller.options(scheduling_strategy=here).remote(
+            self._ctrl_kwargs = dict(
                 family=self.family, num_rows=self.shape[0], L=L, S=S, field_spec=self.F,
                 sources=sources, time_scale=self.time_scale, placement=placement, seed=seed,
                 learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,
                 default_storage=storage, health_interval=health_interval,
                 options=self.options, masters=masters)
-            ray.get(self.controller.start.remote(specs))
+            self.controller = self._new_controller()
+            self._specs = {s.id: s for s in specs}
+            self._handles.update(ray.get(self.controller.start.remote(specs)))
         except BaseException:
             self.shutdown()
             raise
@@ -174,7 +195,11 @@ class ElasticCluster:
             path = os.path.abspath(str(A))
             if not os.path.exists(path):
                 raise ValueError(f"A: no file at {path!r}")
-            mm = np.load(path, mmap_mode="r")
+            try:
+                mm = np.load(path, mmap_mode="r")
+            except ValueError as exc:
+                raise ValueError(f"A: the file {path!r} does not hold a plain numeric array "
+                                 f"({exc})") from None
             if mm.ndim != 2:
                 raise ValueError(f"A: must be 2-D, the file holds shape {mm.shape}")
             self.F.asarray(np.asarray(mm[:1]), "A")  # dtype check on a row
@@ -186,36 +211,102 @@ class ElasticCluster:
         self.shape = A.shape
         return A
 
+    def _precheck(self, specs: list, data) -> None:
+        """What can be checked before Ray starts: enough machines for the code, a field with
+        enough points, a plan for the machines given."""
+        n = len(specs)
+        if self.family == "usctec":
+            lagrange_code(self.F, self.L, self.S)  # the field has the K + L points it needs
+            need = self.L if self.allow_lower_S else self.L + self.S
+            if specs and n < need:
+                raise ValueError(
+                    f"machines: {n} given, fewer than {'L' if self.allow_lower_S else 'L+S'} = "
+                    f"{need}" + ("" if self.allow_lower_S else
+                                 "; add machines, or pass allow_lower_S=True"))
+        elif self.family == "unified" and specs:
+            from ..schemes.policies import unified as uni
+            uni.plan_storage(self.options, self.shape[0], [s.id for s in specs], None,
+                             self.options.N or self.options.q, self.F)
+        elif self.family == "hetero":
+            if specs and n <= len(data):
+                raise ValueError(f"machines: {n} given; policy 'hetero' needs more machines "
+                                 f"than masters ({len(data)})")
+            L = tuple(a.shape[0] for a in data)
+            caps = het.capacities(self.options, L, getattr(self.F, "order", None))
+            self._codes = tuple(mds_code(self.F, caps[m], L[m], seed=self.seed + m)
+                                for m in range(len(L)))
+
     def _sources(self, data, chunk_rows) -> tuple[dict, tuple]:
         if self.family != "hetero":
             src = data if isinstance(data, tuple) else _chunks(data, chunk_rows)
             return {"A": src}, ()
         L = tuple(a.shape[0] for a in data)
-        caps = het.capacities(self.options, L, getattr(self.F, "order", None))
-        self._codes = tuple(mds_code(self.F, caps[m], L[m], seed=self.seed + m)
-                            for m in range(len(L)))
         return ({het.source_name(m): _chunks(code.encode(a), chunk_rows)
                  for m, (code, a) in enumerate(zip(self._codes, data))}, L)
+
+    # -- the controller --------------------------------------------------------------------------
+    def _new_controller(self):
+        # the controller lives on the driver's node, which outlives the spot and autoscaled
+        # nodes that come and go
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        return Controller.options(scheduling_strategy=here).remote(**self._ctrl_kwargs)
+
+    def _ctrl(self, method: str, *args):
+        """Call the controller; if it died, replace it (:meth:`_revive`) and call again.  A
+        user error it raises comes back as itself, without Ray's traceback around it."""
+        try:
+            return ray.get(getattr(self.controller, method).remote(*args))
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, (ValueError, TypeError)):
+                raise exc.cause from None
+            raise
+        except ray.exceptions.RayActorError as exc:
+            if not self._controller_dead(exc):
+                raise
+            self._revive()
+            return ray.get(getattr(self.controller, method).remote(*args))
+
+    def _controller_dead(self, exc) -> bool:
+        actor_id = getattr(exc, "actor_id", None)
+        return actor_id is None or actor_id == self.controller._actor_id.hex()
+
+    def _revive(self) -> None:
+        """A new controller rebuilt from the driver's state: the machines it knows (specs,
+        actor handles; the workers outlive the controller), their speeds, and the storage of the
+        last step.  The new controller pings the workers and repairs what the state misses."""
+        log.warning("the controller died; replacing it from the driver's state")
+        self.revivals += 1
+        self.controller = self._new_controller()
+        members = [(self._specs[m], h, self._speeds.get(m, self._specs[m].speed))
+                   for m, h in self._handles.items() if m in self._specs]
+        ray.get(self.controller.adopt.remote(members, self._storage))
+        self._prefetch.clear()
+        self._present = None
+        self._epoch += 1
 
     # -- membership ------------------------------------------------------------------------------
     def add_machines(self, machines: Iterable) -> int:
         """Start machines (dicts ``{id, speed, storage}`` or :class:`MachineSpec`) and give them
-        storage; they are planned in from the next step.  Returns rows copied."""
+        storage; they are planned in from the next step.  Atomic: on an error none is added.
+        Returns rows copied."""
         specs = machine_specs(list(machines), 1.0)
-        moved = ray.get(self.controller.add_machines.remote(specs))
+        moved, handles = self._ctrl("add_machines", specs)
+        self._handles.update(handles)
+        self._specs.update({s.id: s for s in specs})
         self._present = None
         self._epoch += 1
         return moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Take a machine away: gracefully, or as a crash (killed; detected at the next step)."""
-        ray.get(self.controller.remove_machine.remote(machine, crash))
+        self._ctrl("remove_machine", machine, crash)
         self._handles.pop(machine, None)
+        self._specs.pop(machine, None)
         self._present = None
         self._epoch += 1
 
     def _snapshot(self) -> dict:
-        return ray.get(self.controller.snapshot.remote())
+        return self._ctrl("snapshot")
 
     def machines(self) -> list[str]:
         return self._snapshot()["machines"]
@@ -229,7 +320,8 @@ class ElasticCluster:
         return self._snapshot()["placement"]
 
     def summary(self) -> dict:
-        return summarize(self.reports)
+        """Figures over every step run (not only the reports kept in memory)."""
+        return self.reports.summary()
 
     # -- a step ----------------------------------------------------------------------------------
     def _inputs(self, B):
@@ -281,22 +373,34 @@ class ElasticCluster:
         prep, S_override = self._prepare(policy, n_cols + pad)
         Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
             _RUN[self.family](self, X, ev, prep)
+        if not self.F.exact:
+            for y in (Y if isinstance(Y, list) else [Y]):
+                if not np.all(np.isfinite(y)):
+                    raise ValueError("A @ B: the product overflows float64 (inf or nan in the "
+                                     "result); scale A or B down")
         self._finish(policy, out.prep or prep, out, t0, S_override)
         if pad:
             Y = Y[:, :X.shape[1] - pad]
         return shape(Y)
 
     def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
-        if self._present is None:
-            self._present = self.machines()
-        present = self._present
-        if ev is None:
-            ev = self._churn.events(self._step, present, self.L + self.S)
-        for m in ev.leave:
-            if m in present:
-                self.remove_machine(m)
-        if ev.join:
-            self.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
+        """Apply this step's churn events once: a step that failed and is called again runs
+        with the same events, and never applies their departures and joins twice."""
+        if self._applied is not None and self._applied[0] == self._step:
+            ev = self._applied[1] if ev is None else ev
+        else:
+            if self._present is None:
+                self._present = self.machines()
+            present = self._present
+            if ev is None:
+                ev = self._churn.events(self._step, present, self.L + self.S)
+            for m in ev.leave:
+                if m in present:
+                    self.remove_machine(m)
+            if ev.join:
+                self.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
+            self._applied = (self._step, ev)
+        present = self._present if self._present is not None else self.machines()
         # a crash scheduled for a machine that gets no work this step happens all the same
         self._crash_idle = [m for m in ev.crash if m in present]
         return ev
@@ -316,21 +420,19 @@ class ElasticCluster:
         if prep is None:
             req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
             try:
-                prep = ray.get(self.controller.prepare_step.remote(req))
-            except ValueError as exc:
-                if not self.allow_lower_S or "fewer than L+S" not in str(exc):
+                prep = self._ctrl("prepare_step", req)
+            except ShortOfMachines as exc:
+                if not self.allow_lower_S or self.family != "usctec":
                     raise
-                n = len(self.machines())
-                if n < self.L:
-                    raise
-                S_override = n - self.L
-                log.warning("running step %d with S=%d (fewer machines than L+S)", self._step,
-                            S_override)
+                S_override = exc.S_max
+                log.warning("running step %d with S=%d (%s)", self._step, S_override,
+                            str(exc).split(";")[0])
                 req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles))
-                prep = ray.get(self.controller.prepare_step.remote(req))
+                prep = self._ctrl("prepare_step", req)
         self._handles.update(prep.handles)
         self._handles = {m: self._handles[m] for m in prep.speeds}
         self._present = list(prep.speeds)
+        self._specs, self._speeds, self._storage = dict(prep.specs), prep.speeds, prep.storage
         return prep, S_override
 
     def _drop_stale_prefetch(self) -> None:
@@ -377,7 +479,7 @@ class ElasticCluster:
         for m in unseen:
             ray.kill(self._handles[m], no_restart=True)
         if unseen:
-            ray.get(self.controller.mark_dead.remote(unseen))
+            self._ctrl("mark_dead", unseen)
         self._present = [m for m in prep.speeds if m not in gone]
         if gone:
             self._epoch += 1
@@ -403,13 +505,19 @@ class ElasticCluster:
         if self._closed:
             return
         self._closed = True
+        for _, ref in getattr(self, "_prefetch", {}).values():
+            try:  # collect plans asked for ahead, so that none fails unobserved
+                ray.get(ref, timeout=10)
+            except Exception:
+                pass
         ctrl = getattr(self, "controller", None)
         if ctrl is not None:
             try:
                 ray.get(ctrl.shutdown.remote(), timeout=30)
-            except Exception:  # the controller kills the workers; if it is gone they are too
+            except Exception:  # a dead controller: the driver stops the workers it knows
                 pass
-        stop([ctrl] if ctrl is not None else [], getattr(self, "_own_ray", False))
+        stop(([ctrl] if ctrl is not None else []) + list(self._handles.values()),
+             getattr(self, "_own_ray", False))
 
     def __enter__(self) -> "ElasticCluster":
         return self

@@ -20,6 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import MachineSpec
+from ..schemes.plan import PlanError, ShortOfMachines
 from ..schemes.policies.rules import assign_recovery
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .keepers import make_keeper
@@ -55,6 +56,8 @@ class PreparedStep:
     speeds: dict
     emulated: dict
     t_plan: float
+    specs: dict = None
+    storage: object = None
     redesign: str | None = None
 
 
@@ -109,6 +112,7 @@ class Controller:
         self._auto_count = 0
         self._metrics = None
         self._redesign: str | None = None
+        self.short_S: int | None = None  # the S the budgets allow, when below the configured
 
     # -- sources -------------------------------------------------------------------------------
     def read_source(self, name: str) -> np.ndarray:
@@ -131,8 +135,10 @@ class Controller:
         opts = {}
         if spec.node is not None:
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(spec.node, soft=False)
-        return Worker.options(**opts).remote(spec.id, self.field_spec, spec.speed,
-                                             self.time_scale)
+        # detached: a worker outlives the controller that started it (the driver replaces a
+        # dead controller, and the shutdown stops every worker)
+        return Worker.options(lifetime="detached", **opts).remote(
+            spec.id, self.field_spec, spec.speed, self.time_scale)
 
     def _store_call(self, h, source: str, ranges: list):
         src = self.sources[source]
@@ -182,9 +188,26 @@ class Controller:
             raise RuntimeError(f"machines {dead} died while receiving their rows")
         await self.ping_all()
         self._apply_deaths()
+        self._start_health()
+        return {m: v.handle for m, v in self.members.items()}
+
+    def _start_health(self) -> None:
         if self.health_interval > 0:
             self._health = asyncio.get_event_loop().create_task(self._health_loop())
-        return {"machines": [s.id for s in specs]}
+
+    async def adopt(self, members: list, storage) -> None:
+        """Take over from a controller that died: ``members`` = ``[(spec, handle, speed)]``
+        of the workers still running, ``storage`` the family's storage at the last step (the
+        next step's repair restores what it misses)."""
+        for spec, handle, speed in members:
+            self.members[spec.id] = _Member(spec, handle, new_estimate(speed), spec.node)
+        if storage is not None:
+            self.keeper.restore(storage)
+            for m in set(self.keeper.members()) - set(self.members):
+                self.keeper.forget(m)
+        await self.ping_all()
+        self._apply_deaths()
+        self._start_health()
 
     def _auto_specs(self) -> list[MachineSpec]:
         """One worker per alive Ray node (or per ``cpus_per_worker`` CPUs) not yet covered."""
@@ -208,22 +231,29 @@ class Controller:
         return out
 
     async def add_machines(self, specs: list[MachineSpec]) -> int:
-        """Start machines and give them storage; they are planned in from the next step."""
+        """Start machines and give them storage; they are planned in from the next step.
+        Atomic: on any error every machine of the call is taken back and nothing changes."""
         ids = [s.id for s in specs]
         clash = sorted(set(ids) & set(self.members)) or sorted({i for i in ids if ids.count(i) > 1})
         if clash:
             raise ValueError(f"machines: ids {clash} are already present or repeated")
-        moved_total = 0
-        for s in specs:
-            self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
-            moved = self.keeper.join(s)
-            if await self._store(moved):
-                self._drop(s.id)  # died before it could be planned in
-                continue
-            moved_total += sum(b - a for _, a, b, _ in moved)
-            self.pending_joined.append(s.id)
+        before, joined, moved_total = self.keeper.snapshot(), [], 0
+        try:
+            for s in specs:
+                self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
+                joined.append(s.id)
+                moved = self.keeper.join(s)
+                if await self._store(moved):
+                    raise RuntimeError(f"machine {s.id!r} died while receiving its rows")
+                moved_total += sum(b - a for _, a, b, _ in moved)
+        except BaseException:
+            for m in joined:
+                ray.kill(self.members.pop(m).handle, no_restart=True)
+            self.keeper.restore(before)
+            raise
+        self.pending_joined += joined
         self.pending_moved += moved_total
-        return moved_total
+        return moved_total, {m: self.members[m].handle for m in joined}
 
     async def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Graceful departure (the actor exits) or a crash (killed without notice)."""
@@ -286,12 +316,13 @@ class Controller:
                 log.warning("health check failed: %s", exc)
 
     async def _repair(self, S: int, request: StepRequest | None = None) -> int:
-        """Restore the scheme's storage among the machines present; machines found dead while
-        storing are dropped and the repair is redone.  Returns rows copied."""
+        """Restore the scheme's storage among the machines present, to ``L+S`` holders or, when
+        the budgets cannot hold that, as many as they can (``self.short_S`` records the ``S``
+        reached, with a warning); machines found dead while storing are dropped and the repair
+        is redone.  Returns rows copied."""
         copied = 0
         for _ in range(len(self.members) + 2):
-            moved, shrink = (self.keeper.repair(S, request.n_cols) if self.keeper.family ==
-                             "unified" and request is not None else self.keeper.repair(S))
+            moved, shrink = self._repair_plan(S, request)
             dead = await self._store(moved)
             copied += sum(b - a for _, a, b, m in moved if m not in dead)
             if dead:
@@ -303,16 +334,40 @@ class Controller:
             return copied
         raise RuntimeError("storage repair did not settle")
 
+    def _repair_plan(self, S: int, request) -> tuple[list, dict]:
+        if self.keeper.family == "unified":
+            return self.keeper.repair(S, None if request is None else request.n_cols)
+        self.short_S = None
+        for s in range(S, -1, -1):
+            try:
+                out = self.keeper.repair(s)
+            except ValueError as exc:
+                if not str(exc).startswith("budgets:") or s == 0:
+                    raise
+                continue
+            if s < S:
+                self.short_S = s
+                log.warning("storage: the budgets of the machines present hold every row only "
+                            "L+%d times, not L+S = %d", s, self.L + S)
+            return out
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # -- steps ---------------------------------------------------------------------------------
     def _check_count(self, S: int) -> None:
         if self.keeper.family != "usctec":
             return
         present = sorted(self.members)
         if len(present) < self.L + S:
-            raise ValueError(
+            raise ShortOfMachines(
                 f"machines: {len(present)} present ({present}), fewer than L+S = "
                 f"{self.L + S}; add machines, or pass allow_lower_S=True to run with "
-                f"S = {max(0, len(present) - self.L)}")
+                f"S = {max(0, len(present) - self.L)}", max(0, len(present) - self.L))
+        if self.short_S is not None and self.short_S < S:
+            raise ShortOfMachines(
+                f"storage: the budgets of the machines present hold every row only "
+                f"L+{self.short_S} times, fewer than L+S = {self.L + S}; add machines or "
+                f"storage, or pass allow_lower_S=True to run with S = {self.short_S}",
+                self.short_S)
 
     async def prepare_step(self, request: StepRequest) -> PreparedStep:
         """Refresh membership, repair storage, plan and validate the step for the machines
@@ -321,9 +376,11 @@ class Controller:
         self._apply_deaths()
         await self.check_nodes()
         S_eff = self.S if request.S is None else request.S
+        self.short_S = None
         self._check_count(S_eff)
         versions = self.keeper.sources()
-        moved = self.pending_moved + await self._repair(S_eff, request)
+        S_store = min(self.S, max(S_eff, len(self.members) - self.L))  # as many as can be
+        moved = self.pending_moved + await self._repair(S_store, request)
         if self.keeper.sources() != versions and versions:
             self._redesign = getattr(self.keeper, "redesigns", [None])[-1]
         present = sorted(self.members)
@@ -343,23 +400,32 @@ class Controller:
             joined=tuple(self.pending_joined), left=tuple(self.pending_left),
             rows_moved=int(moved), speeds=speeds,
             emulated={m: self.members[m].spec.speed for m in present},
+            specs={m: self.members[m].spec for m in present}, storage=self.keeper.snapshot(),
             t_plan=time.perf_counter() - t0, redesign=self._redesign)
         self.pending_joined, self.pending_left, self.pending_moved = [], [], 0
         self._redesign = None
         return out
 
-    async def recover(self, lost: list, dead: list[str], S: int | None = None) -> dict:
-        """USCTEC: re-plan lost tasks (TaskSpecs) on live machines that store the rows
-        (repairing storage first if needed).  Returns ``{machine: (handle, [TaskSpec])}``."""
+    async def recover(self, lost: list, dead: list[str]) -> dict:
+        """USCTEC: re-plan lost tasks (TaskSpecs) on live machines that store their rows, at
+        once; only rows no live machine stores are first copied there (storage repaired as far
+        as the budgets allow; the full repair waits for the next step).  Returns
+        ``{machine: (handle, [TaskSpec])}``."""
         from ..schemes.wire import TaskSpec
 
         for m in dead:
             self._drop(m)
         self._apply_deaths()
-        self.pending_moved += await self._repair(self.S if S is None else S)
         speeds = {m: v.speed_est for m, v in self.members.items()}
+        rows = [t.rows for t in lost]
+        try:
+            parts = assign_recovery(rows, self.keeper.holders, speeds)
+        except PlanError:  # some rows have no live holder left
+            self.pending_moved += await self._repair(
+                max(0, min(self.S, len(self.members) - self.L)))
+            parts = assign_recovery(rows, self.keeper.holders, speeds)
         out: dict[str, tuple] = {}
-        for i, a, b, m in assign_recovery([t.rows for t in lost], self.keeper.holders, speeds):
+        for i, a, b, m in parts:
             t = lost[i]
             out.setdefault(m, (self.members[m].handle, []))[1].append(
                 TaskSpec(t.source, (a, b), t.arg, t.cols, t.piece, t.position))

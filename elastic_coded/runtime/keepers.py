@@ -59,7 +59,18 @@ class UsctecKeeper:
         return [("A", a, b, m) for a, b, m in moved]
 
     def forget(self, machine) -> None:
-        """A machine left; the placement still names it until the next repair."""
+        """A machine left: its copies are gone now (a later machine of the same id starts
+        empty); the next repair restores the replication."""
+        self.placement = self.placement.without(machine)
+
+    def snapshot(self):
+        return self.placement
+
+    def members(self) -> tuple:
+        return self.placement.machines
+
+    def restore(self, state) -> None:
+        self.placement = state
 
     def repair(self, S: int) -> tuple[list, dict]:
         c = self.c
@@ -122,6 +133,15 @@ class HeteroKeeper:
         self._fresh.add(spec.id)
         return []  # stored at the next repair, with the plan that includes it
 
+    def snapshot(self):
+        return (self.storage, set(self._fresh))
+
+    def members(self) -> tuple:
+        return () if self.storage is None else self.storage.machines
+
+    def restore(self, state) -> None:
+        self.storage, self._fresh = state[0], set(state[1])
+
     def forget(self, machine) -> None:
         pass
 
@@ -181,10 +201,25 @@ class UnifiedKeeper:
         return self._redesign(self.N)
 
     def join(self, spec) -> list:
-        return []
+        """A machine joins: used at the next re-design; a re-used id of a server of the design in
+        force gets that server's rows again at once."""
+        st = self.storage
+        if st is None or spec.id not in st.servers:
+            return []
+        k = st.servers.index(spec.id)
+        return [(st.source, a, b, spec.id) for a, b in st.ranges_of(k)]
 
     def forget(self, machine) -> None:
         pass
+
+    def snapshot(self):
+        return self.storage
+
+    def members(self) -> tuple:
+        return ()  # servers that left stay in the design: the Map waits for those present
+
+    def restore(self, state) -> None:
+        self.storage = state
 
     def repair(self, S: int, N: int | None = None) -> tuple[list, dict]:
         return self._redesign(self.N if N is None else N), {}

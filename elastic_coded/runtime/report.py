@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["StepReport", "summarize"]
+__all__ = ["StepReport", "summarize", "ReportLog"]
 
 
 @dataclass(frozen=True)
@@ -86,30 +86,85 @@ class StepReport:
         return d
 
 
-def summarize(reports) -> dict:
-    """Aggregate figures over a run."""
+_COUNTS = {  # summary key -> what one report adds
+    "stragglers": lambda r: len(r.stragglers), "failures": lambda r: len(r.failed),
+    "crashes": lambda r: len(r.crashed), "joins": lambda r: len(r.joined),
+    "leaves": lambda r: len(r.left), "recovered_pieces": lambda r: len(r.recovered_pieces),
+    "rows_moved": lambda r: r.rows_moved, "products": lambda r: r.products,
+    "wasted_products": lambda r: r.wasted_products,
+    "useful_products": lambda r: r.useful_products,
+    "redesigns": lambda r: r.redesign is not None,
+}
+
+
+def _summary(steps: int, tot, over, counts: dict) -> dict:
     import numpy as np
 
-    if not reports:
+    if not steps:
         return {"steps": 0}
-    tot = np.array([r.t_total for r in reports])
-    return {
-        "steps": len(reports),
-        "median_step_s": float(np.median(tot)),
-        "mean_step_s": float(tot.mean()),
-        "p95_step_s": float(np.percentile(tot, 95)),
-        "median_overhead_s": float(np.median([r.overhead_s for r in reports])),
-        "stragglers": int(sum(len(r.stragglers) for r in reports)),
-        "failures": int(sum(len(r.failed) for r in reports)),
-        "crashes": int(sum(len(r.crashed) for r in reports)),
-        "joins": int(sum(len(r.joined) for r in reports)),
-        "leaves": int(sum(len(r.left) for r in reports)),
-        "recovered_pieces": int(sum(len(r.recovered_pieces) for r in reports)),
-        "rows_moved": int(sum(r.rows_moved for r in reports)),
-        "wasted_fraction": float(sum(r.wasted_products for r in reports)
-                                 / max(1, sum(r.products for r in reports))),
-        "products": int(sum(r.products for r in reports)),
-        "redundancy": float(sum(r.products for r in reports)
-                            / max(1, sum(r.useful_products for r in reports))),
-        "redesigns": int(sum(r.redesign is not None for r in reports)),
-    }
+    tot = np.asarray(tot, dtype=np.float64)
+    out = {"steps": steps, "median_step_s": float(np.median(tot)),
+           "mean_step_s": float(tot.mean()), "p95_step_s": float(np.percentile(tot, 95)),
+           "median_overhead_s": float(np.median(over))}
+    out.update({k: int(v) for k, v in counts.items()
+                if k not in ("wasted_products", "useful_products")})
+    out["wasted_fraction"] = float(counts["wasted_products"] / max(1, counts["products"]))
+    out["redundancy"] = float(counts["products"] / max(1, counts["useful_products"]))
+    return out
+
+
+def summarize(reports) -> dict:
+    """Aggregate figures over a run's reports."""
+    reports = list(reports)
+    counts = {k: sum(f(r) for r in reports) for k, f in _COUNTS.items()}
+    return _summary(len(reports), [r.t_total for r in reports],
+                    [r.overhead_s for r in reports], counts)
+
+
+class ReportLog:
+    """A run's step reports: the last ``window`` in memory (indexable like a list), running
+    aggregates over every step (:meth:`summary`), and, with ``path``, every report appended to a
+    JSON-lines file as it is made.  Memory stays bounded however long the run."""
+
+    def __init__(self, window: int | None = 1000, path: str | None = None):
+        from collections import deque
+
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                                   or window < 1):
+            raise ValueError(f"report_window: {window!r} must be an int >= 1 or None")
+        self._kept = deque(maxlen=window)
+        self._tot: list[float] = []
+        self._over: list[float] = []
+        self._counts = {k: 0 for k in _COUNTS}
+        self.steps = 0
+        self.path = path
+        if path is not None:
+            open(path, "a").close()  # fail now, not after the first step, if it is unwritable
+
+    def append(self, report: StepReport) -> None:
+        self._kept.append(report)
+        self.steps += 1
+        self._tot.append(report.t_total)
+        self._over.append(report.overhead_s)
+        for k, f in _COUNTS.items():
+            self._counts[k] += f(report)
+        if self.path is not None:
+            import json
+
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps(report.to_dict(), default=str) + "\n")
+
+    def summary(self) -> dict:
+        return _summary(self.steps, self._tot, self._over, self._counts)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def __iter__(self):
+        return iter(self._kept)
+
+    def __getitem__(self, i):
+        return list(self._kept)[i] if isinstance(i, slice) else self._kept[i]
+
+    def __bool__(self) -> bool:
+        return bool(self._kept)

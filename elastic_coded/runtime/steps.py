@@ -70,10 +70,10 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     def on_lost(machine, call):
         lost = [t for t in call.tasks if col.needs(t)]
         if not lost:
-            ray.get(cl.controller.mark_dead.remote([machine]))
+            cl._ctrl("mark_dead", [machine])
             return []
         recovered.update(t.piece for t in lost)
-        assign = ray.get(cl.controller.recover.remote(lost, [machine], plan.S))
+        assign = cl._ctrl("recover", lost, [machine])
         return [(m2, h2, Call(step, tuple(ts2), total)) for m2, (h2, ts2) in assign.items()]
 
     g = Gather(refs, cl._handles, col, on_lost)
@@ -82,11 +82,11 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
         specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
         g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
                                  crash_at=_crash(m, ev)))
-    spec = SPECULATION.get(policy)
-    if spec:
-        holders = ray.get(cl.controller.holders_of.remote(plan))
-        g.backup = _speculator(g, spec, holders, col, step, total)
-        g.run(lambda: _backup_timeout(g, spec))
+    factor = SPECULATION.get(policy, cl.deadline)
+    if factor:
+        g.backup = _speculator(g, factor, lambda: cl._ctrl("holders_of", plan),
+                               col, step, total)
+        g.run(lambda: _backup_timeout(g, factor))
     else:
         g.run()
     td = time.perf_counter()
@@ -105,17 +105,23 @@ def _backup_timeout(g: Gather, factor: float) -> float | None:
     return max(0.0, min(due) + factor * med - time.perf_counter())
 
 
-def _speculator(g: Gather, factor: float, holders: dict, col, step: int, total: int):
-    """Backup copies (Spark's speculation, :func:`~elastic_coded.schemes.policies.rules.backup_copies`):
-    a call running ``factor`` times the median completed call gets a copy of each of its tasks
-    on the least busy other holder."""
+def _speculator(g: Gather, factor: float, holders_of, col, step: int, total: int):
+    """Backups for late calls (:func:`~elastic_coded.schemes.policies.rules.backup_copies`): a
+    call running ``factor`` times the median completed call gets a copy of each task still
+    needed on the least busy other machine storing its rows.  Under ``speculative`` these are
+    Spark's backup copies; under the coded policies they are the step deadline's coded backups
+    (a position of a piece recomputed elsewhere, useful whoever finishes first).  The holders
+    are asked for once, when a first backup is due."""
     g.speculated = set()
+    holders: dict = {}
 
     def backup(now: float) -> list:
         med = g.median_done()
         due = [(r, m, [t.piece for t in call.tasks]) for r, (m, call, t_sent) in g.pending.items()
                if r not in g.speculated and rules.backup_due(now - t_sent, med, factor)]
         g.speculated.update(r for r, _, _ in due)
+        if due and not holders:
+            holders.update(holders_of())
         busy: dict = {}
         for m, _, _ in g.pending.values():
             busy[m] = busy.get(m, 0) + 1
@@ -153,7 +159,7 @@ def run_hetero(cl, xs: list, ev, prep):
         for n, rows in asks:
             _send_rows(n, m, rows, have)
         if short > 0:  # every live holder is used: fresh coded rows on the best machine
-            n, h, rows = ray.get(cl.controller.hetero_rescue.remote(m, short, sorted(have), order))
+            n, h, rows = cl._ctrl("hetero_rescue", m, short, sorted(have), order)
             cl._handles[n] = h
             _send_rows(n, m, rows, have)
 
@@ -168,7 +174,7 @@ def run_hetero(cl, xs: list, ev, prep):
 
     def on_lost(machine, call):
         dead.add(machine)
-        ray.get(cl.controller.mark_dead.remote([machine]))
+        cl._ctrl("mark_dead", [machine])
         for m in sorted({t.piece for t in call.tasks if col.needs(t)}):
             top_up(m)
         return []
@@ -204,7 +210,7 @@ def run_unified(cl, X: np.ndarray, ev, prep, attempts: int = 3):
         except _TooFewServers as exc:
             if attempt == attempts - 1:
                 raise RuntimeError(f"step {cl._step}: {exc}; re-encoding did not help") from None
-            ray.get(cl.controller.mark_dead.remote(list(exc.dead)))
+            cl._ctrl("mark_dead", list(exc.dead))
             ev = type(ev)(slow=ev.slow)
             prep, _ = cl._prepare(cl.policy, X.shape[1])
     raise AssertionError("unreachable")  # pragma: no cover

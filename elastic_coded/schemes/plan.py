@@ -10,13 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Hashable, Iterator
 
-__all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError"]
+__all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError",
+           "ShortOfMachines"]
 
 MachineId = Hashable
 
 
 class PlanError(ValueError):
     """A plan violates one of the constraints (9b)-(9f) of the USCTEC seed (MATH.md §1)."""
+
+
+class ShortOfMachines(PlanError):
+    """Fewer machines present, or storage within the budgets, than ``L+S`` needs; ``S_max`` is
+    the largest ``S`` a step can run with now (``allow_lower_S`` runs with it)."""
+
+    def __init__(self, message: str, S_max: int):
+        super().__init__(message)
+        self.S_max = int(S_max)
+
+    def __reduce__(self):
+        return (ShortOfMachines, (str(self), self.S_max))
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,16 @@ class Placement:
         """For each block, how many of its holders are in ``present``."""
         present = set(present)
         return [sum(h in present for h in b.holders) for b in self.blocks]
+
+    def without(self, machine: MachineId) -> "Placement":
+        """This placement with ``machine`` gone (its copies dropped, its budget forgotten)."""
+        if machine not in self.machines:
+            return self
+        keep = [i for i, m in enumerate(self.machines) if m != machine]
+        blocks = tuple(RowBlock(b.start, b.stop, tuple(h for h in b.holders if h != machine))
+                       for b in self.blocks)
+        return Placement(self.num_rows, tuple(self.machines[i] for i in keep),
+                         tuple(self.budgets[i] for i in keep), blocks)
 
     def holders_of(self, rows: tuple, present) -> list[tuple[int, int, list]]:
         """Who among ``present`` stores rows ``rows = (start, stop)``: the rows cut at block
