@@ -1,6 +1,7 @@
 """One command for every benchmark:
 
     python -m benchmarks run [--quick] [--out DIR] [--only planner,runtime,...]
+    python -m benchmarks plot [--quick] [--out DIR]    # redraw the PNGs from the JSON results
 
 Runs the benchmarks (each also runnable alone as ``python benchmarks/bench_<name>.py``), writes
 their ``*.json`` and ``*.md`` results, PNG plots (when matplotlib is installed), and
@@ -73,6 +74,24 @@ def _plot(fn, res, out) -> None:
         return
     for path in fn(res, out):
         print(f"  plot {os.path.relpath(path, ROOT)}")
+
+
+PLOTTED = ("sweeps", "unified")
+"""Benchmarks that draw PNGs, each from its ``NAME.json`` alone."""
+
+
+def plot_all(out: str, names=PLOTTED) -> int:
+    """Redraw every PNG from the results files in ``out``, running no benchmark; 1 if a
+    results file is missing."""
+    missing = 0
+    for name in (n for n in names if n in PLOTTED):
+        res = _load(out, f"{name}.json")
+        if res is None:
+            print(f"  {name}: no {name}.json in {out}; nothing drawn")
+            missing += 1
+            continue
+        _plot(__import__(f"bench_{name}").plot, res, out)
+    return 1 if missing else 0
 
 
 def _load(out: str, name: str):
@@ -177,7 +196,7 @@ def summary(out: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["run", "summary"])
+    ap.add_argument("command", choices=["run", "summary", "plot"])
     ap.add_argument("--quick", action="store_true", help="small sizes (under 3 minutes in all)")
     ap.add_argument("--out", default=None, help="results folder")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(NAMES)}")
@@ -190,6 +209,8 @@ def main(argv=None) -> int:
     if bad:
         print(f"--only: unknown benchmarks {bad}; known: {list(NAMES)}", file=sys.stderr)
         return 2
+    if a.command == "plot":
+        return plot_all(out, names)
     timings = {}
     if a.command == "run":
         for n in names:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -54,8 +55,9 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         res["churn"].append({"x": rate, **_point(N, steps, churn=churn,
                                                  delays=IIDStragglers(k=2, factor=5))})
     res["N"] = N
+    res["scale_steps"] = 30 if quick else 100
     res["scale"] = [
-        {"x": n, **_point(n, 30 if quick else 100, delays=IIDStragglers(k=max(2, n // 50), factor=5))}
+        {"x": n, **_point(n, res["scale_steps"], delays=IIDStragglers(k=max(2, n // 50), factor=5))}
         for n in ((50, 200) if quick else (100, 500, 1000, 2000))]
     res["wall_s"] = time.time() - t0
     write_results(out_dir, "sweeps", res, to_markdown(res))
@@ -81,8 +83,50 @@ def to_markdown(res) -> str:
     return "\n".join(out)
 
 
+# one marker, line style and colour per policy; cyclic's hollow diamonds are drawn larger than
+# usctec's triangles so that the two stay visible where their curves coincide
+STYLES = {
+    "uncoded": dict(color="tab:blue", marker="o", linestyle="-"),
+    "speculative": dict(color="tab:orange", marker="s", linestyle="-."),
+    "cyclic": dict(color="tab:green", marker="D", linestyle="--", markersize=10,
+                   markerfacecolor="none", markeredgewidth=1.5),
+    "usctec": dict(color="tab:red", marker="^", linestyle="-", markersize=5, linewidth=2),
+    "ideal": dict(color="black", marker="", linestyle=":", linewidth=1.5),
+}
+
+
+def _setup(res, key) -> str:
+    """The sweep's setup, one line: what is fixed while ``key`` varies."""
+    base = f"simulator, L={res['L']}, S={res['S']}"
+    fixed = f"N={res['N']} machines, {res['steps']} steps"
+    return {
+        "slowdown": f"{base}, {fixed}, 2 stragglers per step slowed by the factor",
+        "heterogeneity": f"{base}, {fixed}, speeds spread evenly from 1 to the ratio, "
+                         f"2 stragglers x5",
+        "churn": f"{base}, {fixed}, 2 stragglers x5; per machine and step, a leave or a "
+                 f"crash with probability rate/4 each, a join with rate/2",
+        "scale": f"{base}, {res.get('scale_steps', 30 if res['quick'] else 100)} steps, "
+                 f"N/50 stragglers x5",
+    }[key]
+
+
+def _coinciding(res, key) -> list[list[str]]:
+    """Groups of policies whose mean step times agree (to 0.5%) at every point of the sweep."""
+    groups: list[list[str]] = []
+    for p in res["policies"]:
+        for g in groups:
+            if all(abs(pt[p]["mean"] - pt[g[0]]["mean"]) <= 5e-3 * pt[g[0]]["mean"]
+                   for pt in res[key]):
+                g.append(p)
+                break
+        else:
+            groups.append([p])
+    return [g for g in groups if len(g) > 1]
+
+
 def plot(res, out_dir: str) -> list[str]:
-    """One PNG per sweep, every policy on the same axes.  Returns the files written."""
+    """One PNG per sweep, every policy on the same axes with its own marker and line style,
+    the setup in the title and the curves that coincide named.  Returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,19 +134,22 @@ def plot(res, out_dir: str) -> list[str]:
 
     files = []
     for key, label in SWEEPS:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(7.5, 4.2))
         xs = [pt["x"] for pt in res[key]]
         for p in res["policies"]:
-            ax.plot(xs, [pt[p]["mean"] for pt in res[key]], marker="o", label=p,
-                    linestyle="--" if p == "ideal" else "-")
+            ax.plot(xs, [pt[p]["mean"] for pt in res[key]], label=p, **STYLES.get(p, {}))
+        same = "; ".join(" = ".join(g) for g in _coinciding(res, key))
         ax.set_xlabel(label)
         ax.set_ylabel("mean step time (time units)")
         if key == "scale":
             ax.set_xscale("log")
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend()
-        ax.set_title(f"step time vs {key}")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9,
+                  title="policy", title_fontsize=9)
+        ax.set_title(f"Mean step time against {label.split(' (')[0]}\n"
+                     + textwrap.fill(_setup(res, key), 90)
+                     + (f"\ncurves that coincide: {same}" if same else ""), fontsize=9)
         path = os.path.join(out_dir, f"sweep_{key}.png")
         fig.tight_layout()
         fig.savefig(path, dpi=100)

@@ -87,30 +87,27 @@ def to_markdown(res) -> str:
 
 
 def plot(res, out_dir: str) -> list[str]:
-    import matplotlib
+    """The theory's points, envelope and lower bound with the measured points, each joined to
+    its q, and the setup in the title.  Returns the file written."""
+    from fractions import Fraction
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from elastic_coded.schemes.unified import tradeoff
+    from elastic_coded.schemes.unified import plot_tradeoff, tradeoff
 
     tr = tradeoff(res["K"], res["mu"], res["N"])
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([float(p.D) for p in tr.points], [float(p.L) for p in tr.points], "o", label="L(q), theory")
-    env = [(float(d), float(l)) for d, l in tr.envelope]
-    ax.plot(*zip(*env), "-", label="envelope (memory sharing)")
-    ax.plot([float(p.D) for p in tr.points], [float(p.lower_bound) for p in tr.points], ":",
-            label="lower bound")
-    ax.plot([p["measured_latency"] for p in res["points"]],
-            [p["measured_load"] for p in res["points"]], "x", markersize=10, label="measured")
-    ax.set_xlabel("Map latency D (time units)")
-    ax.set_ylabel("communication load L (values / m)")
-    ax.legend()
-    ax.grid(True, alpha=0.3)
+    how = {"ray": "on Ray, mean of 6 steps"}
+    how = ", ".join(sorted({how.get(p["how"], p["how"]) for p in res["points"]}))
+    ran = {p["q"] for p in res["points"]}
+    skipped = [p.q for p in tr.points if p.q not in ran]
+    note = (f"; q={','.join(map(str, skipped))} not run (N={res['N']} is not a multiple)"
+            if skipped else "")
     path = os.path.join(out_dir, "unified_tradeoff.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plot_tradeoff(tr, path,
+                  measured={p["q"]: (p["measured_latency"], p["measured_load"])
+                            for p in res["points"]},
+                  title="Unified coding: Map latency against Shuffle load, per q",
+                  caption=f"K={res['K']} servers, mu={Fraction(res['mu']).limit_denominator()}, "
+                          f"N={res['N']} inputs, m={res['m']} rows, GF(65521)\nmeasured {how}"
+                          f"{note}")
     return [path]
 
 

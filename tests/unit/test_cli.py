@@ -62,6 +62,61 @@ def test_tradeoff_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "t.png").exists()
 
 
+def test_tradeoff_plot_labels_do_not_overlap(tmp_path, monkeypatch):
+    """K=18 crowds 16 points: each q label overlaps no other label, and most points get one."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    figs = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figs.append(self),
+                                                                   save(self, *a, **k)))
+    assert _tradeoff("--K", "18", "--mu", "1/3", "--N", "180", "--plot",
+                     str(tmp_path / "t.png")) == 0
+    fig = figs[0]
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.texts if t.get_text().startswith("q=")]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert len(labels) >= 12 and len({t.get_text() for t in labels}) == len(labels)
+    assert not [(a.get_text(), b.get_text()) for i, (a, ba) in enumerate(zip(labels, boxes))
+                for b, bb in zip(labels[i + 1:], boxes[i + 1:]) if ba.overlaps(bb)]
+
+
+def test_benchmarks_plot_redraws_every_png_from_the_json(tmp_path, request):
+    """``python -m benchmarks plot`` draws from the results files alone, no benchmark run."""
+    pytest.importorskip("matplotlib")
+    import shutil
+    import subprocess
+
+    root = request.config.rootpath
+    for name in ("sweeps.json", "unified.json"):
+        shutil.copy(root / "benchmarks" / "results" / name, tmp_path / name)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "plot", "--out", str(tmp_path)],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for png in ("sweep_slowdown", "sweep_heterogeneity", "sweep_churn", "sweep_scale",
+                "unified_tradeoff"):
+        assert (tmp_path / f"{png}.png").read_bytes()[:4] == b"\x89PNG", png
+    (tmp_path / "unified.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "plot", "--out", str(tmp_path)],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "no unified.json" in proc.stdout
+
+
+def test_sweep_plots_name_the_curves_that_coincide(request):
+    sys.path.insert(0, str(request.config.rootpath / "benchmarks"))
+    import bench_sweeps
+
+    res = {"policies": ["a", "b", "c"],
+           "s": [{"x": 1, "a": {"mean": 1.0}, "b": {"mean": 1.001}, "c": {"mean": 2.0}},
+                 {"x": 2, "a": {"mean": 3.0}, "b": {"mean": 3.0}, "c": {"mean": 3.0}}]}
+    assert bench_sweeps._coinciding(res, "s") == [["a", "b"]]
+    assert set(bench_sweeps.STYLES) >= {"uncoded", "speculative", "cyclic", "usctec", "ideal"}
+    styles = {(st["marker"], st["linestyle"]) for st in bench_sweeps.STYLES.values()}
+    assert len(styles) == len(bench_sweeps.STYLES)  # no two policies drawn alike
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--K", "18", "--mu", "0.01", "--N", "180"], r"mu: 0.01 .* must satisfy 1/K = 1/18"),
     (["--K", "18", "--mu", "third", "--N", "180"], r"mu: 'third' is not a number"),
