@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import time
 from fractions import Fraction
@@ -69,26 +68,9 @@ def _check_output(opt: str, path: str) -> None:
         raise ValueError(f"--{opt}: cannot write {path!r}: permission denied")
 
 
-def _check_address(address: str | None) -> None:
-    """Raise ``ValueError`` unless ``ray.address`` is null, ``auto`` or answers on its port (Ray
-    itself waits minutes on an address where nothing listens)."""
-    if address in (None, "auto", "local"):
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"config key 'ray.address': {address!r} must be auto, host:port or "
-                         f"ray://host:port (or null for a local Ray)")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ValueError(f"config key 'ray.address': nothing answers at {address!r} "
-                         f"({exc.strerror or exc}); start a Ray head there (ray start --head) "
-                         f"or set ray.address: null to run a local Ray") from None
-
-
 def _run_config(args):
-    """The run's configuration with ``--steps`` applied, its output path and Ray address
-    checked; raises ``ValueError`` with a one-line message."""
+    """The run's configuration with ``--steps`` applied and its output path checked; raises
+    ``ValueError`` with a one-line message."""
     import yaml
 
     from .config import load_config
@@ -108,7 +90,6 @@ def _run_config(args):
         cfg = replace(cfg, steps=args.steps)
     if args.json:
         _check_output("json", args.json)
-    _check_address(cfg.address)
     return cfg
 
 
@@ -128,19 +109,17 @@ def _starting(cfg) -> str:
 
 def _job_error(exc: Exception, cfg) -> str | None:
     """The one line for an error the user can fix, or ``None`` (a bug: let it raise)."""
-    kind = type(exc)
+    kind, msg = type(exc), _one_line(str(exc))
     if kind.__name__ == "AuthenticationError" and kind.__module__.startswith("ray"):
-        return (f"ray.address: the Ray cluster at {cfg.address!r} uses token authentication; "
-                f"run with RAY_AUTH_MODE=token and the cluster's token (ray get-auth-token on "
-                f"the head) in ~/.ray/auth_token or RAY_AUTH_TOKEN")
-    if isinstance(exc, ConnectionError):
-        return (f"ray.address: cannot reach a Ray cluster at {cfg.address!r}: {_one_line(str(exc))}; "
-                f"start one (ray start --head) or set ray.address: null to run a local Ray")
+        return (f"config key 'ray.address': the Ray cluster at {cfg.address!r} uses token "
+                f"authentication; run with RAY_AUTH_MODE=token and the cluster's token (ray "
+                f"get-auth-token on the head) in ~/.ray/auth_token or RAY_AUTH_TOKEN")
+    if isinstance(exc, ConnectionError) or (isinstance(exc, ValueError)
+                                            and msg.startswith("address: ")):
+        return (f"config key 'ray.address': {msg.removeprefix('address: ')} (in the config, "
+                f"ray.address: null runs a local Ray)")
     if isinstance(exc, ValueError):
-        msg = _one_line(str(exc))
-        if "fewer than L+S" in msg:
-            msg += " (in the config: allow_lower_S: true)"
-        return msg
+        return msg + (" (in the config: allow_lower_S: true)" if "fewer than L+S" in msg else "")
     return None
 
 

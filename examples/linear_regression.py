@@ -12,14 +12,12 @@ with an error naming the machines present; with --allow-lower-S it runs with a l
 """
 
 import argparse
-import re
 import sys
 
 import numpy as np
 
-import elastic_coded
-
-L, S = 3, 2
+from power_iteration import (L, S, add_cluster_options, lowered_steps, make_cluster,
+                             shortfall_rule, stopped)
 
 
 def main() -> int:
@@ -28,17 +26,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--features", type=int, default=120)
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--machines", default="8",
-                    help="a count of emulated machines, or 'auto': workers on the Ray "
-                         "cluster's nodes, following nodes that join and leave")
-    ap.add_argument("--churn", default=None, help="churn script (YAML)")
-    ap.add_argument("--address", default=None,
-                    help="Ray address: none starts a local Ray; 'auto' joins a running cluster")
-    ap.add_argument("--time-scale", type=float, default=0.05,
-                    help="seconds per unit of emulated work (0: real speed)")
-    ap.add_argument("--allow-lower-S", action="store_true",
-                    help=f"when fewer than L+S = {L + S} machines are left, run the step with a "
-                         f"lower S instead of stopping with an error")
+    add_cluster_options(ap, time_scale=0.05)
     a = ap.parse_args()
 
     rng = np.random.default_rng(1)
@@ -47,27 +35,17 @@ def main() -> int:
     A, Xty = X.T @ X, X.T @ y
     lr = 1.0 / np.linalg.eigvalsh(A)[-1]
     w_star = np.linalg.lstsq(X, y, rcond=None)[0]
-    machines = a.machines if a.machines == "auto" else [
-        {"id": f"m{i}", "speed": 1.0 + i % 3, "storage": 0.9} for i in range(int(a.machines))]
     print(f"linear regression, {a.samples} x {a.features}, {a.steps} steps, L={L}, S={S}, "
-          f"machines {a.machines}; "
-          + ("fewer than L+S machines: lower S" if a.allow_lower_S else
-             "fewer than L+S machines: the step stops with an error (--allow-lower-S lowers S)"),
-          flush=True)
+          f"machines {a.machines}; {shortfall_rule(a)}", flush=True)
     w = np.zeros(a.features)
     try:
-        with elastic_coded.ElasticCluster(A, L=L, S=S, machines=machines, churn=a.churn,
-                                          time_scale=a.time_scale, address=a.address,
-                                          allow_lower_S=a.allow_lower_S) as cluster:
-            ids = cluster.machines()
-            print(f"{len(ids)} machines: {', '.join(ids)}", flush=True)
+        with make_cluster(A, a, speeds=3) as cluster:
             for step in range(a.steps):
                 w -= lr * (cluster.multiply(w) - Xty)
             summary = cluster.summary()
-            lowered = sum(r.plan.K < L + S for r in cluster.reports)
+            lowered = lowered_steps(cluster)
     except ValueError as exc:  # too few machines or too little storage for L+S
-        print("stopped: " + re.sub(r"^[\w.]+: ", "", str(exc).strip().splitlines()[-1]))
-        return 1
+        return stopped(exc)
     err = np.linalg.norm(w - w_star) / np.linalg.norm(w_star)
     print(f"steps {a.steps}, relative distance to the least-squares solution {err:.2e}, "
           f"median step {1000 * summary['median_step_s']:.1f} ms, failures {summary['failures']}, "

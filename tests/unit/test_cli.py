@@ -299,10 +299,6 @@ def _refused_port() -> int:
     ({"c.yaml": "job: matmul\n"}, ["--json", "/no/such/folder/r.json"],
      r"--json: cannot write '/no/such/folder/r\.json': no folder"),
     ({"c.yaml": "job: matmul\n"}, ["--json", "{tmp}"], r"--json: cannot write .*: it is a folder"),
-    ({"c.yaml": "job: matmul\nray: {address: '127.0.0.1:{port}'}\n"}, [],
-     r"config key 'ray\.address': nothing answers at '127\.0\.0\.1:\d+' .*ray start --head"),
-    ({"c.yaml": "job: matmul\nray: {address: 'my-head'}\n"}, [],
-     r"config key 'ray\.address': 'my-head' must be auto, host:port"),
 ])
 def test_run_user_errors_are_one_line_before_the_job(files, argv, match, tmp_path, capsys,
                                                       monkeypatch):
@@ -310,9 +306,8 @@ def test_run_user_errors_are_one_line_before_the_job(files, argv, match, tmp_pat
 
     calls = []
     monkeypatch.setattr(jobs, "run_job", _fake_job(1, calls=calls))
-    port = str(_refused_port())
     for name, text in files.items():
-        _config(tmp_path, text.replace("{port}", port), name)
+        _config(tmp_path, text, name)
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert main(["run", str(tmp_path / "c.yaml"), *argv]) == 2
     out, err = capsys.readouterr()
@@ -320,6 +315,24 @@ def test_run_user_errors_are_one_line_before_the_job(files, argv, match, tmp_pat
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert re.search(match, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize("address, match", [
+    ("127.0.0.1:{port}", r"no Ray cluster answers at '127\.0\.0\.1:\d+' .*ray start --head"),
+    ("my-head", r"'my-head' must be None, 'auto' or 'host:port'"),
+])
+def test_run_unreachable_address_is_one_line(address, match, tmp_path, capsys):
+    """The real run_job: the address is checked before Ray is asked to connect (Ray itself
+    waits minutes where nothing listens), so no Ray session starts."""
+    address = address.replace("{port}", str(_refused_port()))
+    cfg = _config(tmp_path, f"job: matmul\nmachines: 6\nray: {{address: '{address}'}}\n")
+    assert main(["run", cfg]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: config key 'ray.address': ") and re.search(match, last), last
+    assert last.endswith("(in the config, ray.address: null runs a local Ray)")
+    import ray
+
+    assert not ray.is_initialized()
 
 
 class AuthenticationError(Exception):
@@ -334,8 +347,8 @@ AuthenticationError.__module__ = "ray.exceptions"
                 "machines, or pass allow_lower_S=True to run with S = 0"),
      r"fewer than L\+S = 6.*\(in the config: allow_lower_S: true\)$"),
     (ConnectionError("Could not find any running Ray instance.\nPlease start one."),
-     r"^error: ray\.address: cannot reach a Ray cluster at None: Could not find any running "
-     r"Ray instance\. Please start one\.; start one"),
+     r"^error: config key 'ray\.address': Could not find any running Ray instance\. Please "
+     r"start one\. \(in the config, ray\.address: null runs a local Ray\)$"),
     (AuthenticationError("Authentication failed"), r"RAY_AUTH_MODE=token"),
 ])
 def test_run_job_errors_the_user_fixes(exc, match, in_root, capsys, monkeypatch):
