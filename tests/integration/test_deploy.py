@@ -67,7 +67,7 @@ def test_cluster_yaml_pins_the_drivers_ray_version():
 
 def test_cluster_yaml_leaves_a_margin_above_L_plus_S():
     with open(os.path.join(ROOT, "examples", "power_iteration.py")) as fh:
-        L, S = map(int, re.search(r"^L, S = (\d+), (\d+)$", fh.read(), re.M).groups())
+        L, S = map(int, re.search(r"^L, S = (\d+), (\d+)\b", fh.read(), re.M).groups())
     worker = _cluster_yaml()["available_node_types"]["spot_worker"]
     assert worker["min_workers"] >= L + S + 2 and worker["max_workers"] >= worker["min_workers"]
 
