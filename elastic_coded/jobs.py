@@ -206,7 +206,8 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
         if cfg.job == "power_iteration" and "top" in prob:
             res.answer_error = float(1 - abs(x @ prob["top"]))
         elif cfg.job == "regression":
-            res.answer_error = float(np.linalg.norm(x - prob["w_star"]) / np.linalg.norm(prob["w_star"]))
+            w_star = prob["w_star"]
+            res.answer_error = float(np.linalg.norm(x - w_star) / np.linalg.norm(w_star))
     except KeyboardInterrupt:
         interrupted = True
     finally:
