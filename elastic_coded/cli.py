@@ -198,11 +198,15 @@ def _result_table(res) -> str:
         ("joins / leaves", f"{s.get('joins', 0)} / {s.get('leaves', 0)}"),
         ("pieces re-planned", str(s.get("recovered_pieces", 0))),
         ("rows moved", str(s.get("rows_moved", 0))),
+        ("products per step", f"{s.get('products', 0) // max(1, s.get('steps', 1))}"),
+        ("redundancy (vs A @ B)", f"{s.get('redundancy', 0):.2f}x"),
         ("wasted work", f"{100 * s.get('wasted_fraction', 0):.1f} %"),
         ("wall time", f"{res.wall_s:.1f} s"),
     ]
     if res.answer_error is not None:
-        label = "1 - |cos| to top eigvec" if cfg.job == "power_iteration" else "rel. dist. to lstsq"
+        label = {"power_iteration": "1 - |cos| to top eigvec",
+                 "subspace_iteration": "1 - cos to top-k subspace"}.get(cfg.job,
+                                                                      "rel. dist. to lstsq")
         rows.insert(4, (label, f"{res.answer_error:.2e}"))
     return _table(rows)
 

@@ -3,11 +3,11 @@ value and the rule.
 
 Example (``examples/quickstart.yaml`` is a complete one)::
 
-    job: power_iteration        # matmul | power_iteration | regression
+    job: subspace_iteration     # matmul | power_iteration | subspace_iteration | regression
     steps: 30
     seed: 0
     matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}
-    input_cols: 4               # columns of B per step (matmul only)
+    input_cols: 4               # columns of B per step (matmul; subspace_iteration: k vectors)
     field: real                 # real | gf(p) | gf(<prime>) | gf(2^T)
     policy: usctec              # usctec | cyclic | uncoded | speculative | unified | hetero
     L: 4                        # usctec family only
@@ -36,7 +36,7 @@ from .schemes.policies import FAMILY, parse_options
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
 
-JOBS = ("matmul", "power_iteration", "regression")
+JOBS = ("matmul", "power_iteration", "subspace_iteration", "regression")
 
 
 class ConfigError(ValueError):
@@ -120,15 +120,15 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
             raise _err("matrix.path", matrix.get("path"), "must name an existing .npy file")
     rows = _int({"matrix.rows": matrix.get("rows", 240)}, "matrix.rows", 240, 1)
     cols = _int({"matrix.cols": matrix.get("cols", 120)}, "matrix.cols", 120, 1)
-    if job == "power_iteration" and path is None and rows != cols:
-        raise ConfigError(f"config key 'matrix': power_iteration needs a square matrix, got "
+    if job in ("power_iteration", "subspace_iteration") and path is None and rows != cols:
+        raise ConfigError(f"config key 'matrix': {job} needs a square matrix, got "
                           f"rows={rows}, cols={cols}")
     fld = doc.get("field", "real")
     try:
         make_field(fld)
     except (TypeError, ValueError) as exc:
         raise _err("field", fld, f"is not a field: {exc}") from None
-    if job in ("power_iteration", "regression") and make_field(fld).exact:
+    if job in ("power_iteration", "subspace_iteration", "regression") and make_field(fld).exact:
         raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
     policy = doc.get("policy", "usctec")
     if policy not in FAMILY:

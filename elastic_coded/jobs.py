@@ -55,12 +55,13 @@ def make_problem(cfg: RunConfig) -> dict:
     if cfg.job == "matmul":
         A = F.random((cfg.rows, cfg.cols), rng)
         return {"A": A, "A_local": A, "rng": rng, "F": F}
-    if cfg.job == "power_iteration":
+    if cfg.job in ("power_iteration", "subspace_iteration"):
         n = cfg.rows
         Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
         lam = 0.7 ** np.arange(n)
         A = (Q * lam) @ Q.T
-        return {"A": A, "A_local": A, "rng": rng, "F": F, "top": Q[:, 0]}
+        return {"A": A, "A_local": A, "rng": rng, "F": F, "top": Q[:, 0],
+                "top_k": Q[:, :cfg.input_cols]}
     # regression: A = X^T X, gradient A w - X^T y
     X = rng.standard_normal((cfg.rows, cfg.cols))
     w_true = rng.standard_normal(cfg.cols)
@@ -205,6 +206,10 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
         x = _steps(cfg, prob, cluster, res, on_step)
         if cfg.job == "power_iteration" and "top" in prob:
             res.answer_error = float(1 - abs(x @ prob["top"]))
+        elif cfg.job == "subspace_iteration" and "top_k" in prob:
+            # 1 - cos of the largest principal angle to the top-k eigenvectors
+            cosines = np.linalg.svd(prob["top_k"].T @ x, compute_uv=False)
+            res.answer_error = float(1 - cosines.min())
         elif cfg.job == "regression":
             w_star = prob["w_star"]
             res.answer_error = float(np.linalg.norm(x - w_star) / np.linalg.norm(w_star))
@@ -232,6 +237,8 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
     A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
     n = None if hetero else A_local.shape[1]
     x = rng.standard_normal(n) if cfg.job != "matmul" else None
+    if cfg.job == "subspace_iteration":  # block power iteration on input_cols vectors
+        x = np.linalg.qr(rng.standard_normal((n, cfg.input_cols)))[0]
     if cfg.job == "regression":
         x = np.zeros(n)
         lr = 1.0 / np.linalg.eigvalsh(A_local)[-1]
@@ -241,7 +248,7 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
         elif cfg.job == "matmul":
             B = F.random((n, cfg.input_cols), rng)
         else:
-            B = x[:, None]
+            B = x if x.ndim == 2 else x[:, None]
         Y = cluster.multiply(B)
         res.steps_done += 1
         if cfg.check:
@@ -255,6 +262,8 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
                 log.error("step %d: product differs from the direct one", step)
         if cfg.job == "power_iteration":
             x = Y[:, 0] / np.linalg.norm(Y[:, 0])
+        elif cfg.job == "subspace_iteration":
+            x = np.linalg.qr(Y)[0]
         elif cfg.job == "regression":
             x = x - lr * (Y[:, 0] - prob["Xty"])
         if on_step is not None:

@@ -86,8 +86,8 @@ class ElasticCluster:
 
     ``A``: an array, or a path to an ``.npy`` file each worker reads its own rows from.
     ``machines``: a count, a list of ``{id, speed, storage}`` dicts (or speeds, or
-    :class:`MachineSpec`), or ``"auto"`` (one worker per Ray node, or per ``cpus_per_worker``
-    CPUs, following nodes that join and die).  ``time_scale`` > 0 emulates speeds: a machine
+    :class:`MachineSpec`), or ``"auto"`` (one worker per ``cpus_per_worker`` CPUs, default 1,
+    of every Ray node, following nodes that join, drain and die).  ``time_scale`` > 0 emulates speeds: a machine
     that computes the fraction ``w`` of a step's products takes ``w / speed * time_scale``
     seconds (``unified`` and ``hetero`` pace by their latency models instead, in units of
     ``time_scale`` seconds); with ``0`` machines run at their real speed.  ``churn``: a
@@ -364,13 +364,9 @@ class ElasticCluster:
         if self._closed:
             raise RuntimeError("cluster: already shut down")
         X, shape, n_cols = self._inputs(B)
-        L_eff = 1 if policy == "uncoded" else self.L
-        pad = (-X.shape[1]) % L_eff if self.family == "usctec" else 0
-        if pad:
-            X = np.concatenate([X, self.F.zeros((X.shape[0], pad))], axis=1)
         ev = self._apply_churn(events)
         t0 = time.perf_counter()
-        prep, S_override = self._prepare(policy, n_cols + pad)
+        prep, S_override = self._prepare(policy, n_cols)
         Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
             _RUN[self.family](self, X, ev, prep)
         if not self.F.exact:
@@ -378,9 +374,7 @@ class ElasticCluster:
                 if not np.all(np.isfinite(y)):
                     raise ValueError("A @ B: the product overflows float64 (inf or nan in the "
                                      "result); scale A or B down")
-        self._finish(policy, out.prep or prep, out, t0, S_override)
-        if pad:
-            Y = Y[:, :X.shape[1] - pad]
+        self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
         return shape(Y)
 
     def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
@@ -408,12 +402,12 @@ class ElasticCluster:
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower
         ``S`` when machines ran short and ``allow_lower_S`` is set)."""
-        self._drop_stale_prefetch()
+        self._drop_stale_prefetch(n_cols)
         pre = self._prefetch.pop(policy, None)
         prep = None
         if pre is not None:
             try:
-                prep = ray.get(pre[1])
+                prep = ray.get(pre[2])
             except Exception:  # e.g. too few machines: the fresh request reports it
                 prep = None
         S_override = None
@@ -435,9 +429,11 @@ class ElasticCluster:
         self._specs, self._speeds, self._storage = dict(prep.specs), prep.speeds, prep.storage
         return prep, S_override
 
-    def _drop_stale_prefetch(self) -> None:
-        for p, (epoch, ref) in list(self._prefetch.items()):
-            if epoch != self._epoch:
+    def _drop_stale_prefetch(self, n_cols: int) -> None:
+        """Drop plans asked for ahead under another membership or input width (their joins,
+        departures and copies carried into the next report)."""
+        for p, (epoch, cols, ref) in list(self._prefetch.items()):
+            if epoch != self._epoch or cols != n_cols:
                 del self._prefetch[p]
                 try:
                     info = ray.get(ref)
@@ -448,12 +444,16 @@ class ElasticCluster:
                 c["left"] += tuple(info.left)
                 c["rows_moved"] += int(info.rows_moved)
 
-    def _finish(self, policy: str, prep, out, t0: float, S_override) -> None:
+    def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather
         t_end = time.perf_counter()
         stragglers = g.stragglers()
         scale = self.time_scale if self.time_scale > 0 else 1.0
-        measured = g.measured_speeds(out.total_products, scale)
+        # speeds are learnt where a call's time follows its products (the USCTEC family); the
+        # unified and hetero calls are paced by their latency models, built on the speeds
+        # configured, so measuring them would feed the model its own draws
+        measured = g.measured_speeds(out.total_products, scale) if self.family == "usctec" \
+            else {}
         c, self._carry = self._carry, {"joined": (), "left": (), "rows_moved": 0}
         wasted = g.wasted + g.leftover_products()
         plan = prep.plan
@@ -468,7 +468,8 @@ class ElasticCluster:
             c_plan=float(getattr(plan, "c_int", 0.0)), backups=g.backups,
             products=int(g.products), wasted_products=int(wasted),
             useful_products=int(out.total_products), redesign=prep.redesign,
-            crashed=tuple(self._crash_idle), extra=out.extra)
+            crashed=tuple(self._crash_idle), extra=out.extra,
+            code=(plan.L, plan.S) if self.family == "usctec" else None)
         self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
                                       len(stragglers))
         self.reports.append(report)
@@ -484,8 +485,10 @@ class ElasticCluster:
         if gone:
             self._epoch += 1
         if S_override is None and self.family == "usctec":
-            req = StepRequest(self._step, policy, None, 0, tuple(self._handles))
-            self._prefetch[policy] = (self._epoch, self.controller.prepare_step.remote(req))
+            # the next step of this policy, planned while the caller works (same input width)
+            req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
+            self._prefetch[policy] = (self._epoch, n_cols,
+                                      self.controller.prepare_step.remote(req))
 
     # -- unified helpers (cached per design) ------------------------------------------------------
     def _shuffle_plan(self, st, Q: tuple, N: int):
@@ -505,7 +508,7 @@ class ElasticCluster:
         if self._closed:
             return
         self._closed = True
-        for _, ref in getattr(self, "_prefetch", {}).values():
+        for _, _, ref in getattr(self, "_prefetch", {}).values():
             try:  # collect plans asked for ahead, so that none fails unobserved
                 ray.get(ref, timeout=10)
             except Exception:

@@ -210,7 +210,8 @@ class Controller:
         self._start_health()
 
     def _auto_specs(self) -> list[MachineSpec]:
-        """One worker per alive Ray node (or per ``cpus_per_worker`` CPUs) not yet covered."""
+        """One worker per ``cpus_per_worker`` CPUs (default 1) of every alive Ray node, for the
+        CPUs not yet covered."""
         have: dict = {}
         for m in self.members.values():
             if m.node is not None:
@@ -218,13 +219,13 @@ class Controller:
         speed = (float(np.mean([m.speed_est for m in self.members.values()]))
                  if self.members else 1.0)
         out = []
-        per = self.auto.get("cpus_per_worker")
+        per = self.auto.get("cpus_per_worker") or 1.0
         for node in ray.nodes():
             if not node.get("Alive"):
                 continue
             nid = node["NodeID"]
             cpus = node.get("Resources", {}).get("CPU", 1)
-            want = max(1, int(cpus // per)) if per else 1
+            want = max(1, int(cpus // per))
             for _ in range(want - have.get(nid, 0)):
                 self._auto_count += 1
                 out.append(MachineSpec(f"node{self._auto_count}", speed, self.default_storage, nid))
@@ -386,7 +387,7 @@ class Controller:
         present = sorted(self.members)
         self._check_count(S_eff)
         speeds = {m: self.members[m].speed_est for m in present}
-        key = (request.policy, S_eff, tuple(present), tuple(speeds.values()),
+        key = (request.policy, S_eff, request.n_cols, tuple(present), tuple(speeds.values()),
                self.keeper.state_key())
         cached = self._plans.get(request.policy)
         if key[-1] is not None and cached is not None and cached[0] == key:

@@ -18,7 +18,7 @@ from ..schemes.plan import PlanError
 from ..schemes.policies import hetero as het
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import hetero_needs_replan
-from ..schemes.registry import get_policy
+from ..schemes.registry import get_policy, step_code
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                               repair_placement, validate)
 
@@ -86,8 +86,11 @@ class UsctecKeeper:
         return [("A", a, b, m) for a, b, m in moved], shrink
 
     def plan(self, policy: str, present: list, speeds: dict, S: int, request):
+        """The step's plan for its code (:func:`~elastic_coded.schemes.registry.step_code`:
+        fewer column blocks than ``L`` for narrow inputs, never zero columns below ``L``)."""
         sp = tuple(speeds[m] for m in present)
-        plan = get_policy(policy)(self.placement, present, sp, self.c.L, S)
+        L_step, S_step, _ = step_code(policy, self.c.L, S, max(1, request.n_cols))
+        plan = get_policy(policy)(self.placement, present, sp, L_step, S_step)
         validate(plan, self.placement)
         return plan
 

@@ -60,6 +60,10 @@ class StepReport:
     """Products of the plain product (``A @ B``; hetero: ``sum_m A_m @ B_m``)."""
     redesign: str | None = None
     """Why the storage was re-encoded before this step (unified), or ``None``."""
+    code: tuple | None = None
+    """``(L, S)`` the step ran with (USCTEC family): ``L`` below the configured one for inputs
+    narrower than ``L`` columns (:func:`~elastic_coded.schemes.registry.step_code`), ``S`` lower
+    under ``allow_lower_S``."""
     crashed: tuple = ()
     """Machines the churn script crashed in this step (seen mid-step as ``failed``, or, when
     the step no longer needed them, marked dead after it)."""

@@ -11,8 +11,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["get_policy", "POLICIES", "SPECULATION", "usctec_plan", "uncoded_plan", "cyclic_plan",
-           "ideal_time"]
+__all__ = ["get_policy", "POLICIES", "SPECULATION", "UNCODED", "usctec_plan", "uncoded_plan",
+           "cyclic_plan", "ideal_time", "step_code"]
 
 
 def usctec_plan(placement, available, speeds, L, S):
@@ -48,6 +48,27 @@ POLICIES: dict[str, Callable] = {
 #: the median completed task's time gets a copy on a machine holding a replica of its rows, and
 #: the first copy to finish wins (Spark's speculation, cubed's backup rule).
 SPECULATION: dict[str, float] = {"speculative": 1.5}
+
+
+UNCODED = frozenset({"uncoded", "speculative"})
+"""Policies that plan the uncoded split (``L = 1, S = 0``)."""
+
+
+def step_code(policy: str, L: int, S: int, r: int) -> tuple[int, int, int]:
+    """The code a step with ``r`` input columns runs: ``(L_step, S_step, pad)``.
+
+    The uncoded policies run ``(1, 0)`` and never pad.  A coded policy splits ``B`` into
+    ``L_step <= L`` column blocks of ``ceil(r / L_step)`` columns, choosing the ``L_step`` that
+    dispatches the fewest products, ``(L_step + S) ceil(r / L_step)`` per row: ``L`` itself when
+    ``L`` divides ``r``, ``r`` when ``r < L`` (no zero columns; redundancy ``(r + S) / r``), and
+    otherwise the best trade between the redundancy ``(L_step + S) / L_step`` and the ``pad``
+    zero columns that make ``r`` a multiple of ``L_step`` (ties: the larger ``L_step``)."""
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
+        raise ValueError(f"r: the input's column count must be an int >= 1, got {r!r}")
+    if policy in UNCODED:
+        return 1, 0, 0
+    best = min(range(1, L + 1), key=lambda l: ((l + S) * -(-r // l), -l))
+    return best, S, (-r) % best
 
 
 def ideal_time(speeds, L: int, S: int) -> float:

@@ -134,13 +134,13 @@ def test_top_up_order_idle_then_row_time_then_id():
     # row times: a, b, d 0.25 + 1/4 = 0.5; c 0.35; e 0.45
     assert het.row_time(st, 0, "c") == pytest.approx(0.35)
     assert top_up_time(st, 0, "b", 3) == pytest.approx(1.5)
-    # 2 rows missing: idle c (1 row), then e, which sends at most `need` = 1 of its ranges
+    # 2 rows missing: idle c (1 row), then e, which sends at most the 1 row still missing
     asks, short, order = top_up(st, 0, {0, 1}, busy={"a"}, usable="abcde")
     assert asks == [("c", ((4, 5),)), ("e", ((8, 9),))] and short == 0
     assert order == ["c", "e", "b", "d", "a"]
     # busy machines last; rows already had are not asked for again
     asks, short, _ = top_up(st, 0, {0, 1, 8}, busy={"c", "e"}, usable="abcde")
-    assert asks == [("b", ((2, 4),))] and short == 0
+    assert asks == [("b", ((2, 3),))] and short == 0  # one row missing: one row asked
     # only a usable, holding rows 0:2 of which 0 is had: 1 row from a, 2 short for a rescue
     asks, short, order = top_up(st, 0, {0}, busy=(), usable="a")
     assert (asks, short, order) == ([("a", ((1, 2),))], 2, ["a"])
