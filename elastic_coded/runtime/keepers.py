@@ -209,6 +209,8 @@ class UnifiedKeeper:
         st = self.storage
         if st is None or spec.id not in st.servers:
             return []
+        if st.source not in self.c.sources:  # lost with a controller that died: encode anew
+            self.c.put_source(st.source, uni.coded_matrix(st, self.c.read_source("A")))
         k = st.servers.index(spec.id)
         return [(st.source, a, b, spec.id) for a, b in st.ranges_of(k)]
 

@@ -145,7 +145,7 @@ def test_speed_estimates_follow_persistent_slowness(ray_session):
     A = rng.standard_normal((120, 10))
     with ElasticCluster(A, L=2, S=1, machines=machines(5, speeds=[1.0] * 5, storage=1.0),
                         time_scale=0.1) as c:
-        x = rng.standard_normal(10)
+        x = rng.standard_normal((10, 2))  # L = 2 columns: pieces wait for 2 of 3 results
         for _ in range(6):
             c.multiply(x, events=StepEvents(slow={"m4": 8.0}))
         est = c.speeds()
