@@ -311,14 +311,8 @@ def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tupl
         raise PlanError(f"rescue: no live machine can take master {m}'s rows")
     held = [r for n, rs in st.blocks[m].items() if n in machines for r in rs]
     held += [(i, i + 1) for i in exclude]
-    free, extra, short = _free_ranges(st.capacity[m], held), [], need
-    for a, b in free:
-        if short <= 0:
-            break
-        take = min(b - a, short)
-        extra.append((a, a + take))
-        short -= take
-    if short > 0:
+    extra = take_rows(_free_ranges(st.capacity[m], held), need)
+    if sum(b - a for a, b in extra) < need:
         raise PlanError(f"capacity: master {m}'s code of {st.capacity[m]} coded rows is used up; "
                         f"raise the option capacity")
     n = machines[0]
