@@ -182,7 +182,7 @@ def summary(out: str) -> str:
             red2 = ig.get("reduction_vs_unbalanced_coded")
             if red is not None and red2 is not None:
                 add(f"hetero masters {inst.get('M')}x{inst.get('N')}: iterated greedy below "
-                    f"uncoded / unbalanced coded", f"{100 * red:.0f}% / {100 * red2:.0f}%",
+                    f"uncoded / unbalanced coded", f"{100 * red:.2f}% / {100 * red2:.2f}%",
                     "paper: 80% / 49%", red >= 0.80 and red2 >= 0.49, "hetero.json")
     un = _load(out, "unified.json")
     if un:
