@@ -69,6 +69,15 @@ def _matrices(F, As) -> list:
     return out
 
 
+def _churn_script(churn) -> ChurnScript:
+    """A churn script from ``None``, a YAML path, a mapping or a :class:`ChurnScript`."""
+    if churn is None:
+        return ChurnScript()
+    if isinstance(churn, (str, os.PathLike)):
+        return load_churn(str(churn))
+    return churn if isinstance(churn, ChurnScript) else parse_churn(churn)
+
+
 def _chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
     step = chunk_rows or max(1, math.ceil(A.shape[0] / 64))
     starts = list(range(0, A.shape[0], step))
@@ -154,12 +163,7 @@ class ElasticCluster:
         self._speeds: dict = {}
         self._storage = None
         self.revivals = 0
-        churn = ChurnScript() if churn is None else churn
-        if isinstance(churn, (str, os.PathLike)):
-            churn = load_churn(str(churn))
-        elif not isinstance(churn, ChurnScript):
-            churn = parse_churn(churn)
-        self._churn = churn.generator()
+        self._churn = _churn_script(churn).generator()
         auto = None
         if isinstance(machines, str) and machines == "auto":
             auto, specs = {"cpus_per_worker": cpus_per_worker}, []
