@@ -29,6 +29,7 @@ from ..algebra.mds import mds_code
 from ..churn import ChurnScript, StepEvents, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..schemes.plan import ShortOfMachines
+from ..schemes.wire import Member
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
 from .controller import Controller, StepRequest
@@ -281,8 +282,8 @@ class ElasticCluster:
         log.warning("the controller died; replacing it from the driver's state")
         self.revivals += 1
         self.controller = self._new_controller()
-        members = [(self._specs[m], h, self._speeds.get(m, self._specs[m].speed))
-                   for m, h in self._handles.items() if m in self._specs]
+        members = tuple(Member(self._specs[m], h, self._speeds.get(m, self._specs[m].speed))
+                        for m, h in self._handles.items() if m in self._specs)
         ray.get(self.controller.adopt.remote(members, self._storage))
         self._prefetch.clear()
         self._present = None
@@ -294,12 +295,12 @@ class ElasticCluster:
         storage; they are planned in from the next step.  Atomic: on an error none is added.
         Returns rows copied."""
         specs = machine_specs(list(machines), 1.0)
-        moved, handles = self._ctrl("add_machines", specs)
-        self._handles.update(handles)
+        joined = self._ctrl("add_machines", specs)
+        self._handles.update(joined.handles)
         self._specs.update({s.id: s for s in specs})
         self._present = None
         self._epoch += 1
-        return moved
+        return joined.rows_moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Take a machine away: gracefully, or as a crash (killed; detected at the next step)."""
@@ -309,19 +310,19 @@ class ElasticCluster:
         self._present = None
         self._epoch += 1
 
-    def _snapshot(self) -> dict:
+    def _snapshot(self):
         return self._ctrl("snapshot")
 
     def machines(self) -> list[str]:
-        return self._snapshot()["machines"]
+        return list(self._snapshot().machines)
 
     def speeds(self) -> dict:
         """Current speed estimates."""
-        return self._snapshot()["speeds"]
+        return self._snapshot().speeds
 
     def placement(self):
         """The storage in force: a Placement (USCTEC family) or the scheme's storage."""
-        return self._snapshot()["placement"]
+        return self._snapshot().storage
 
     def summary(self) -> dict:
         """Figures over every step run (not only the reports kept in memory)."""

@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ..machines import MachineSpec
 from ..schemes.plan import PlanError, ShortOfMachines
 from ..schemes.policies.rules import assign_recovery
+from ..schemes.wire import Joined, Reassignment, Rescued, Snapshot
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .keepers import make_keeper
 from .worker import Worker
@@ -195,12 +196,12 @@ class Controller:
         if self.health_interval > 0:
             self._health = asyncio.get_event_loop().create_task(self._health_loop())
 
-    async def adopt(self, members: list, storage) -> None:
-        """Take over from a controller that died: ``members`` = ``[(spec, handle, speed)]``
-        of the workers still running, ``storage`` the family's storage at the last step (the
+    async def adopt(self, members: tuple, storage) -> None:
+        """Take over from a controller that died: ``members`` (:class:`~elastic_coded.schemes.wire.Member`)
+        are the workers still running, ``storage`` the family's storage at the last step (the
         next step's repair restores what it misses)."""
-        for spec, handle, speed in members:
-            self.members[spec.id] = _Member(spec, handle, new_estimate(speed), spec.node)
+        for w in members:
+            self.members[w.spec.id] = _Member(w.spec, w.handle, new_estimate(w.speed), w.spec.node)
         if storage is not None:
             self.keeper.restore(storage)
             for m in set(self.keeper.members()) - set(self.members):
@@ -254,7 +255,7 @@ class Controller:
             raise
         self.pending_joined += joined
         self.pending_moved += moved_total
-        return moved_total, {m: self.members[m].handle for m in joined}
+        return Joined(moved_total, {m: self.members[m].handle for m in joined})
 
     async def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Graceful departure (the actor exits) or a crash (killed without notice)."""
@@ -411,7 +412,7 @@ class Controller:
         """USCTEC: re-plan lost tasks (TaskSpecs) on live machines that store their rows, at
         once; only rows no live machine stores are first copied there (storage repaired as far
         as the budgets allow; the full repair waits for the next step).  Returns
-        ``{machine: (handle, [TaskSpec])}``."""
+        one :class:`~elastic_coded.schemes.wire.Reassignment` per machine."""
         from ..schemes.wire import TaskSpec
 
         for m in dead:
@@ -425,12 +426,12 @@ class Controller:
             self.pending_moved += await self._repair(
                 max(0, min(self.S, len(self.members) - self.L)))
             parts = assign_recovery(rows, self.keeper.holders, speeds)
-        out: dict[str, tuple] = {}
+        out: dict[str, list] = {}
         for i, a, b, m in parts:
             t = lost[i]
-            out.setdefault(m, (self.members[m].handle, []))[1].append(
+            out.setdefault(m, []).append(
                 TaskSpec(t.source, (a, b), t.arg, t.cols, t.piece, t.position))
-        return out
+        return [Reassignment(m, self.members[m].handle, tuple(ts)) for m, ts in out.items()]
 
     async def holders_of(self, plan) -> dict | None:
         """``{piece: [present machines storing its rows]}`` for speculative backups."""
@@ -442,8 +443,7 @@ class Controller:
 
     async def hetero_rescue(self, m: int, need: int, exclude: list, machines: list) -> tuple:
         """Heterogeneous masters, mid-step: store ``need`` fresh coded rows of master ``m`` on
-        the first live machine of ``machines`` (best first) that takes them.  Returns
-        ``(machine, handle, ranges)``."""
+        the first live machine of ``machines`` (best first) that takes them."""
         self._apply_deaths()
         live = [n for n in machines if n in self.members]
         for _ in range(len(live)):
@@ -451,7 +451,7 @@ class Controller:
             n = moves[0][3]
             if not await self._store(moves):
                 self.pending_moved += sum(b - a for _, a, b, _ in moves)
-                return n, self.members[n].handle, tuple((a, b) for _, a, b, _ in moves)
+                return Rescued(n, self.members[n].handle, tuple((a, b) for _, a, b, _ in moves))
             self._drop(n)
             live.remove(n)
         raise RuntimeError(f"rescue: no live machine could take master {m}'s coded rows")
@@ -501,14 +501,12 @@ class Controller:
             }
         return self._metrics
 
-    async def snapshot(self) -> dict:
+    async def snapshot(self) -> Snapshot:
         k = self.keeper
-        return {
-            "machines": sorted(self.members),
-            "speeds": {m: v.speed_est for m, v in self.members.items()},
-            "placement": getattr(k, "placement", None) or getattr(k, "storage", None),
-            "values_moved": getattr(k, "values_moved", 0),
-        }
+        return Snapshot(tuple(sorted(self.members)),
+                        {m: v.speed_est for m, v in self.members.items()},
+                        getattr(k, "placement", None) or getattr(k, "storage", None),
+                        getattr(k, "values_moved", 0))
 
     async def shutdown(self) -> None:
         if self._health is not None:

@@ -77,8 +77,8 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
             cl._ctrl("mark_dead", [machine])
             return []
         recovered.update(t.piece for t in lost)
-        assign = cl._ctrl("recover", lost, [machine])
-        return [(m2, h2, Call(step, tuple(ts2), total)) for m2, (h2, ts2) in assign.items()]
+        return [(r.machine, r.handle, Call(step, r.tasks, total))
+                for r in cl._ctrl("recover", lost, [machine])]
 
     g = Gather(refs, cl._handles, col, on_lost)
     g.cols_of = {p: coded.shape[2] for p in range(plan.K)}
@@ -163,9 +163,9 @@ def run_hetero(cl, xs: list, ev, prep):
         for n, rows in asks:
             _send_rows(n, m, rows, have)
         if short > 0:  # every live holder is used: fresh coded rows on the best machine
-            n, h, rows = cl._ctrl("hetero_rescue", m, short, sorted(have), order)
-            cl._handles[n] = h
-            _send_rows(n, m, rows, have)
+            got = cl._ctrl("hetero_rescue", m, short, sorted(have), order)
+            cl._handles[got.machine] = got.handle
+            _send_rows(got.machine, m, got.ranges, have)
 
     def _send_rows(n, m: int, rows, have: set) -> int:
         tasks = tuple(TaskSpec(het.source_name(m), r, m, None, m, r[0]) for r in rows)

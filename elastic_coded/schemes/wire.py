@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["TaskSpec", "Call", "CallResult", "StoreOrder"]
+__all__ = ["TaskSpec", "Call", "CallResult", "StoreOrder", "Reassignment", "Joined", "Rescued",
+           "Snapshot", "Member"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,49 @@ class StoreOrder:
     source: str
     ranges: tuple
 
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """Lost tasks re-planned on one live ``machine`` (its actor ``handle``)."""
+
+    machine: str
+    handle: object = field(repr=False)
+    tasks: tuple = ()
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Machines added: the rows copied to them and their actor handles."""
+
+    rows_moved: int
+    handles: dict = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Rescued:
+    """Fresh coded rows ``ranges`` of a master stored on ``machine`` in the middle of a step."""
+
+    machine: str
+    handle: object = field(repr=False)
+    ranges: tuple = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The controller's view: machines present, speed estimates, the storage in force (a
+    Placement or the scheme's storage) and the values moved to store it (unified)."""
+
+    machines: tuple
+    speeds: dict
+    storage: object = field(repr=False)
+    values_moved: int = 0
+
+
+@dataclass(frozen=True)
+class Member:
+    """A worker a new controller adopts: its spec, actor handle and speed estimate."""
+
+    spec: object
+    handle: object = field(repr=False)
+    speed: float = 1.0

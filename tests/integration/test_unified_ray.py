@@ -92,7 +92,7 @@ def test_storage_follows_leaves_crashes_and_joins(ray_session):
     X = lambda: fld.random((8, 4), rng)  # noqa: E731
     with _unified(A, 6, 4, 4, fld) as c:
         _check(c, A, X(), fld)
-        v0 = c._snapshot()["values_moved"]
+        v0 = c._snapshot().values_moved
         st = c.placement()
         assert v0 == 8 * sum(b - a for k in range(6) for a, b in st.ranges_of(k)) > 0
         # one loss the code covers: 5 servers left >= q = 4, nothing moves
@@ -111,7 +111,7 @@ def test_storage_follows_leaves_crashes_and_joins(ray_session):
         c.add_machines([{"id": "s1"}, {"id": "s2"}, {"id": "s3"}])
         r = _check(c, A, X(), fld)
         assert r.redesign == "3 machines joined" and r.extra["K"] == 6 and r.extra["q"] == 4
-        assert c._snapshot()["values_moved"] > v0
+        assert c._snapshot().values_moved > v0
         assert c.summary()["redesigns"] == 2
 
 
