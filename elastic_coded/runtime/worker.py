@@ -14,7 +14,6 @@ worker.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 import numpy as np
@@ -145,7 +144,9 @@ class Worker:
             try:
                 await asyncio.sleep(max(0.0, target * call.crash_at - (time.perf_counter() - t0)))
             finally:  # a scripted crash happens even if the step no longer needs this result
-                os._exit(1)
+                # the actor ends at once without answering: every caller sees it dead, as after
+                # a crash, and Ray prints no "worker died unexpectedly" banner for it
+                ray.actor.exit_actor()
         await asyncio.sleep(max(0.0, target - (time.perf_counter() - t0)))
         if call.keep:
             self._forget_other_steps(call.step)
