@@ -30,9 +30,6 @@ class QuorumCollector:
     def done(self) -> bool:
         return len(self.finished) >= self.need
 
-    def needs(self, task) -> bool:
-        return not self.done
-
     def add_call(self, out: CallResult) -> bool:
         if self.done:
             return False
@@ -64,7 +61,6 @@ class Gather:
     done_times: list = field(default_factory=list)
     backups: int = 0
     t_last: float = 0.0
-    useful_machines: set = field(default_factory=set)
     cols_of: dict = field(default_factory=dict)
     """Columns of each input (by ``arg``), for counting products."""
     speculated: set = field(default_factory=set)
@@ -125,7 +121,6 @@ class Gather:
             for task, H in zip(call.tasks, out.results):
                 useful |= c.add(machine, task, H)
         if useful:
-            self.useful_machines.add(machine)
             self.slowest = max(self.slowest, out.elapsed_s)
             self.t_last = time.perf_counter()
         else:

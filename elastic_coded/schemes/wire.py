@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["TaskSpec", "Call", "CallResult", "StoreOrder", "Reassignment", "Joined", "Rescued",
+__all__ = ["TaskSpec", "Call", "CallResult", "Reassignment", "Joined", "Rescued",
            "Snapshot", "Member"]
 
 
@@ -72,15 +72,6 @@ class CallResult:
     elapsed_s: float
     finished: float = 0.0
     """Wall clock (``time.time()``) when the call finished."""
-
-
-@dataclass(frozen=True)
-class StoreOrder:
-    """Rows ``ranges`` of ``source`` for one machine (``[(start, stop), ...]``)."""
-
-    source: str
-    ranges: tuple
-
 
 
 @dataclass(frozen=True)

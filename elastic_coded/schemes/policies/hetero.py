@@ -365,9 +365,3 @@ def row_time(st: HeteroStorage, m: int, machine) -> float:
     j = st.machines.index(machine)
     return float(st.problem.a[m, j] + 1.0 / st.problem.u[m, j])
 
-
-def expected_time(st: HeteroStorage, m: int, machine) -> float:
-    """Expected processing time of ``machine``'s block of master ``m``: ``a l + l/u``."""
-    j = st.machines.index(machine)
-    l = float(st.loads[m, j])
-    return l * row_time(st, m, machine) if l > 0 else math.inf
