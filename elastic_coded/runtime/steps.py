@@ -48,6 +48,8 @@ class Outcome:
     prep: object = None
     """The prepared step that ran, when the step had to be planned again (unified re-encoding
     after crashes mid-step)."""
+    collector: object = None
+    """The step's collector (its results by piece and position), for checks after decoding."""
 
 
 def _crash(m, ev) -> float | None:
@@ -96,7 +98,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     td = time.perf_counter()
     Y = assemble(plan, col.decoded, coded.shape[2], cl.F.dtype)[:, :r]
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
-                      tuple(sorted(recovered)))
+                      tuple(sorted(recovered)), collector=col)
 
 
 def _backup_timeout(g: Gather, factor: float) -> float | None:
@@ -197,7 +199,7 @@ def run_hetero(cl, xs: list, ev, prep):
     extra = {"serve": dict(plan.serve), "t_star": plan.t_star, "rescued": tuple(sorted(rescued)),
              "assignment": plan.storage.assignment.method}
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
-                      tuple(sorted(rescued)), extra)
+                      tuple(sorted(rescued)), extra, collector=col)
 
 
 # -- unified coding framework --------------------------------------------------------------------

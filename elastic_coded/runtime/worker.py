@@ -38,6 +38,7 @@ class Worker:
         self._kept: dict[int, np.ndarray] = {}     # step -> Map result (unified)
         self._got: dict[int, dict] = {}            # step -> values received (unified)
         self._warm = False
+        self._cpu = asyncio.Lock()  # one call computes at a time, in arrival order (FIFO)
 
     async def ping(self) -> dict:
         return {"id": self.id, "node": ray.get_runtime_context().get_node_id(),
@@ -122,7 +123,15 @@ class Worker:
 
     # -- compute -------------------------------------------------------------------------------
     async def compute(self, call: Call, *inputs) -> CallResult:
-        """Run ``call.tasks`` on ``inputs`` (see :class:`~elastic_coded.schemes.wire.Call`)."""
+        """Run ``call.tasks`` on ``inputs`` (see :class:`~elastic_coded.schemes.wire.Call`).
+
+        Calls queue for the machine: one computes (and is paced) at a time, in arrival order, so
+        a machine with two calls in flight takes the time of both, as a real one would.  The
+        times reported start when the call starts computing."""
+        async with self._cpu:
+            return await self._compute(call, inputs)
+
+    async def _compute(self, call: Call, inputs) -> CallResult:
         t0 = time.perf_counter()
         results = []
         rows_done = products = 0
