@@ -10,6 +10,9 @@ YAML form::
       - {step: 5, crash: m4}                       # crash in the middle of step 5
       - {step: 7, join: {id: m12, speed: 2.0, storage: 0.8}}
       - {step: 9, slow: m1, factor: 5, steps: 3}   # 5x slower during steps 9, 10, 11
+      - {step: 4, corrupt: m3}                     # returns wrong results in step 4
+      - {step: 6, corrupt: [m5, m6], steps: 2}     # ... in steps 6 and 7
+      - {step: 8, corrupt: m7, forever: true}      # ... from step 8 on, while present
     random:                                        # optional seeded generator, per step
       leave: 0.02        # probability that one present machine leaves gracefully
       crash: 0.02        # probability that one present machine crashes mid-step
@@ -32,7 +35,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["Join", "StepEvents", "ChurnScript", "RandomChurn", "load_churn", "parse_churn"]
+__all__ = ["Join", "StepEvents", "ChurnScript", "RandomChurn", "load_churn", "parse_churn",
+           "CAUGHT_LIMIT"]
+
+CAUGHT_LIMIT = 2
+"""A machine caught returning wrong results in this many steps is excluded (the runtime removes
+it; the simulator drops it after that step)."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +55,17 @@ class Join:
 @dataclass(frozen=True)
 class StepEvents:
     """What happens at one step: graceful ``leave`` before it, ``crash`` during it, ``join``
-    before it, and ``slow``: ``{machine: factor}`` for this step."""
+    before it, ``slow``: ``{machine: factor}`` for this step, and ``corrupt``: machines that
+    return wrong results (a nonzero perturbation of what they computed) in this step."""
 
     leave: tuple = ()
     crash: tuple = ()
     join: tuple = ()
     slow: Mapping = field(default_factory=dict)
+    corrupt: tuple = ()
 
     def is_empty(self) -> bool:
-        return not (self.leave or self.crash or self.join or self.slow)
+        return not (self.leave or self.crash or self.join or self.slow or self.corrupt)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,7 @@ class ChurnRun:
         self._joined = 0
         self._base: int | None = None  # machines present at the first step (per_machine mode)
         self._slow: dict[str, tuple[float, int]] = {}  # machine -> (factor, last step)
+        self._corrupt: dict[str, float] = {}  # machine -> last step it lies (inf: for good)
 
     def events(self, step: int, present: Iterable[str], L_plus_S: int) -> StepEvents:
         """Events at ``step`` given the machines ``present`` before it."""
@@ -128,6 +139,9 @@ class ChurnRun:
             factor, steps = spec if isinstance(spec, tuple) else (spec, 1)
             self._slow[m] = (factor, step + steps - 1)
             slow[m] = factor
+        for m, until in fixed.corrupt:
+            self._corrupt[m] = max(self._corrupt.get(m, -1), step + until - 1)
+        corrupt = [m for m, until in self._corrupt.items() if step <= until and m in present]
         r = self.script.random
         if r is not None:
             floor = max(r.min_machines, L_plus_S)
@@ -169,7 +183,7 @@ class ChurnRun:
                 for m in pool:
                     if m not in slow and self.rng.random() < r.straggle:
                         slow[m] = r.factor
-        return StepEvents(tuple(leave), tuple(crash), tuple(join), slow)
+        return StepEvents(tuple(leave), tuple(crash), tuple(join), slow, tuple(sorted(corrupt)))
 
 
 def _machine(v: Any, where: str) -> str:
@@ -198,15 +212,20 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
         step = ev.get("step")
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ValueError(f"{where}.step: an int >= 0, got {step!r}")
-        kinds = [k for k in ("leave", "crash", "join", "slow") if k in ev]
+        kinds = [k for k in ("leave", "crash", "join", "slow", "corrupt") if k in ev]
         if len(kinds) != 1:
-            raise ValueError(f"{where}: exactly one of leave, crash, join, slow; got {kinds or list(ev)}")
-        extra = set(ev) - {"step", kinds[0], "factor", "steps"}
+            raise ValueError(f"{where}: exactly one of leave, crash, join, slow, corrupt; got "
+                             f"{kinds or list(ev)}")
+        known = {"step", kinds[0], "steps"} | ({"forever"} if kinds[0] == "corrupt" else {"factor"})
+        extra = set(ev) - known
         if extra:
             raise ValueError(f"{where}: unknown keys {sorted(extra)}")
-        slot = by_step.setdefault(step, {"leave": [], "crash": [], "join": [], "slow": {}})
+        slot = by_step.setdefault(step, {"leave": [], "crash": [], "join": [], "slow": {},
+                                         "corrupt": []})
         kind = kinds[0]
-        if kind in ("leave", "crash"):
+        if kind == "corrupt":
+            slot["corrupt"].extend(_corrupt_event(ev, where))
+        elif kind in ("leave", "crash"):
             vals = ev[kind] if isinstance(ev[kind], list) else [ev[kind]]
             slot[kind].extend(_machine(v, f"{where}.{kind}") for v in vals)
         elif kind == "join":
@@ -232,7 +251,8 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
             vals = ev["slow"] if isinstance(ev["slow"], list) else [ev["slow"]]
             for v in vals:
                 slot["slow"][_machine(v, f"{where}.slow")] = (float(factor), steps)
-    events = {s: StepEvents(tuple(v["leave"]), tuple(v["crash"]), tuple(v["join"]), v["slow"])
+    events = {s: StepEvents(tuple(v["leave"]), tuple(v["crash"]), tuple(v["join"]), v["slow"],
+                            tuple(v["corrupt"]))
               for s, v in by_step.items()}
     rnd = doc.get("random")
     if rnd is not None:
@@ -244,6 +264,20 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
             raise ValueError(f"churn.random: unknown keys {sorted(bad)}; known: {sorted(known)}")
         rnd = RandomChurn(**rnd)
     return ChurnScript(events, rnd, seed)
+
+
+def _corrupt_event(ev: Mapping, where: str) -> list:
+    """``[(machine, steps), ...]`` of a ``corrupt`` event (``steps`` ``inf`` for ``forever``)."""
+    forever = ev.get("forever", False)
+    if not isinstance(forever, bool):
+        raise ValueError(f"{where}.forever: true or false, got {forever!r}")
+    if forever and "steps" in ev:
+        raise ValueError(f"{where}: 'steps' or 'forever: true', not both")
+    steps = ev.get("steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
+    vals = ev["corrupt"] if isinstance(ev["corrupt"], list) else [ev["corrupt"]]
+    return [(_machine(v, f"{where}.corrupt"), math.inf if forever else steps) for v in vals]
 
 
 def load_churn(path: str) -> ChurnScript:

@@ -39,6 +39,7 @@ class Worker:
         self._got: dict[int, dict] = {}            # step -> values received (unified)
         self._warm = False
         self._cpu = asyncio.Lock()  # one call computes at a time, in arrival order (FIFO)
+        self._lie: frozenset = frozenset()  # steps whose results are corrupted (churn scripts)
 
     async def ping(self) -> dict:
         return {"id": self.id, "node": ray.get_runtime_context().get_node_id(),
@@ -122,6 +123,24 @@ class Worker:
         raise KeyError(f"machine {self.id} does not store rows {a}:{b} of {source}")
 
     # -- compute -------------------------------------------------------------------------------
+    async def lie(self, steps) -> None:
+        """Return wrong results in ``steps`` (the churn script's ``corrupt`` events): every
+        result of a call of those steps gets a nonzero perturbation after it is computed."""
+        self._lie = frozenset(int(s) for s in steps)
+
+    def _perturb(self, H: np.ndarray, step: int, i: int) -> np.ndarray:
+        """``H`` plus a nonzero change of one entry (seeded by machine, step and task): a random
+        nonzero field element, or ``1e-6 max(1, max |H|)`` in the reals."""
+        rng = np.random.default_rng([step, i, *self.id.encode()])
+        out = np.array(H, copy=True)
+        at = tuple(int(rng.integers(n)) for n in out.shape)
+        if self.F.exact:
+            delta = np.asarray([rng.integers(1, min(self.F.order, 2**62))], dtype=out.dtype)
+            out[at] = self.F.add(np.asarray([out[at]], dtype=out.dtype), delta)[0]
+        else:
+            out[at] += 1e-6 * max(1.0, float(np.max(np.abs(out))))
+        return out
+
     async def compute(self, call: Call, *inputs) -> CallResult:
         """Run ``call.tasks`` on ``inputs`` (see :class:`~elastic_coded.schemes.wire.Call`).
 
@@ -141,6 +160,8 @@ class Worker:
             results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
             rows_done += t.rows[1] - t.rows[0]
             products += (t.rows[1] - t.rows[0]) * X.shape[1]
+        if call.step in self._lie:
+            results = [self._perturb(H, call.step, i) for i, H in enumerate(results)]
         compute_s = time.perf_counter() - t0
         work = products / max(1, call.total_products)
         if call.pace_s is not None:

@@ -115,6 +115,8 @@ class _Ctx:
     """Mask over ``present`` (``None``: nobody crashes)."""
     crashed_ids: tuple
     joined: tuple
+    lying: np.ndarray | None = None
+    """Mask over ``present`` of the machines returning wrong results (``None``: none)."""
     moved: dict = field(default_factory=dict)
     """Rows copied for this step, by USCTEC placement kind."""
 
@@ -133,8 +135,21 @@ class _Ctx:
         if trace.crashed[t]:
             crashed = np.zeros(len(present), dtype=bool)
             crashed[[present.index(m) for m in trace.crashed[t]]] = True
+        lying = None
+        if trace.corrupt and trace.corrupt[t]:
+            liars = set(trace.corrupt[t])
+            lying = np.array([m in liars for m in present], dtype=bool)
         return cls(t, m_idx, present, slots, trace.speed[t, slots], trace.slowdown[t, slots],
-                   crashed, tuple(trace.crashed[t]), tuple(j.id for j in trace.joined[t]))
+                   crashed, tuple(trace.crashed[t]), tuple(j.id for j in trace.joined[t]),
+                   lying=lying)
+
+    @property
+    def lost(self) -> np.ndarray | None:
+        """Machines whose results the USCTEC family cannot use: crashed, or caught lying (their
+        work is redone on other holders, costed as a crash's)."""
+        if self.lying is None:
+            return self.crashed
+        return self.lying if self.crashed is None else self.crashed | self.lying
 
 
 class _Usctec:
@@ -165,7 +180,8 @@ class _Usctec:
                     else np.array([ctx.present.index(m) for m in avail], dtype=np.int64))
             comp.take[ctx.m_idx] = take
         e = ctx.eff if take is None else ctx.eff[take]
-        c = ctx.crashed if (take is None or ctx.crashed is None) else ctx.crashed[take]
+        lost = ctx.lost
+        c = lost if (take is None or lost is None) else lost[take]
         out = _execute(comp, st.index, e, c, cur if take is None else cur[take], env.ts,
                        env.crash_at, v.speculation)
         rec.times[name][t] = out.time

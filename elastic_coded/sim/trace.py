@@ -7,7 +7,11 @@ Membership follows the runtime (``ElasticCluster._apply_churn`` and the controll
 (sorted ids, as the controller lists them) are drawn with ``ChurnRun.events``; ``leave`` removes
 machines before the step, ``join`` adds them before the step, ``crash`` machines are planned for
 and die in the middle of the step (their results never arrive) and are gone from the next step;
-``slow`` multiplies a machine's slowdown for this step.  Two deliberate simplifications: a machine
+``slow`` multiplies a machine's slowdown for this step; ``corrupt`` machines are planned for and
+return wrong results (the USCTEC family discards them at verification and redoes their work on
+other holders, costed as a crash) and, once they lied in
+:data:`~elastic_coded.churn.CAUGHT_LIMIT` steps, are excluded after the step (every lie is taken
+as caught).  Two deliberate simplifications: a machine
 that crashes is dropped right after its step (the runtime drops an idle one at its next health
 check), and the events of step ``t+1`` are drawn for the machines actually present (the runtime
 passes the previous plan's machines, which still include those that crashed).
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..churn import ChurnScript, StepEvents, parse_churn
+from ..churn import CAUGHT_LIMIT, ChurnScript, StepEvents, parse_churn
 from .models import EqualSpeeds, NoDelays, check_model
 
 __all__ = ["Trace", "make_trace"]
@@ -60,7 +64,10 @@ class Trace:
     joined: tuple
     """``joined[t]``: the ``Join`` records that took effect before step ``t``."""
     left: tuple
-    """``left[t]``: ids gone before step ``t`` (graceful leaves and last step's crashes)."""
+    """``left[t]``: ids gone before step ``t`` (graceful leaves, last step's crashes and
+    exclusions)."""
+    corrupt: tuple = ()
+    """``corrupt[t]``: ids present at step ``t`` that return wrong results in it."""
 
     @property
     def steps(self) -> int:
@@ -79,6 +86,7 @@ class Trace:
             "joins": sum(len(j) for j in self.joined),
             "leaves": sum(len(ev.leave) for ev in self.events),
             "crashes": sum(len(c) for c in self.crashed),
+            "corrupt": sum(len(c) for c in self.corrupt),
             "membership_changes": int(np.count_nonzero(np.diff(self.member_of))),
         }
 
@@ -133,7 +141,7 @@ def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, 
     return Trace(N, L, S, tuple(ids), np.asarray(mb["storage"]), configured, speed, slowdown,
                  tuple(mb["members"]), tuple(mb["member_slots"]), mb["member_of"],
                  tuple(mb["events"]), tuple(mb["crashed"]), tuple(mb["joined"]),
-                 tuple(mb["left"]))
+                 tuple(mb["left"]), tuple(mb["corrupt"]))
 
 
 def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
@@ -148,7 +156,8 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
     member_slots: list[np.ndarray] = []
     index_of: dict[tuple, int] = {}  # slots of a membership (sorted by id) -> its index
     member_of = np.zeros(steps, dtype=np.int64)
-    events, crashed_all, joined_all, left_all = [], [], [], []
+    events, crashed_all, joined_all, left_all, corrupt_all = [], [], [], [], []
+    lies: dict[str, int] = {}
     slow_extra: list[tuple[int, int, float]] = []  # (step, slot, factor)
     gen = script.generator() if script is not None else None
     gone_after: tuple = ()
@@ -176,6 +185,7 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
             raise ValueError(f"churn: step {t} leaves {len(now)} machines ({list(now)}), fewer "
                              f"than L+S = {K}")
         crashed = tuple(m for m in ev.crash if m in present)
+        corrupt = tuple(m for m in ev.corrupt if m in present and m not in crashed)
         for m, f in ev.slow.items():
             if m in present:
                 slow_extra.append((t, slot_of[m], float(f)))
@@ -189,15 +199,20 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
         crashed_all.append(crashed)
         joined_all.append(tuple(ev.join))
         left_all.append(tuple(left))
-        for m in crashed:
+        corrupt_all.append(corrupt)
+        for m in corrupt:
+            lies[m] = lies.get(m, 0) + 1
+        excluded = tuple(m for m in corrupt if lies[m] >= CAUGHT_LIMIT and len(present) > K)
+        for m in crashed + excluded:
             present.discard(m)
-        if crashed:
+            lies.pop(m, None)
+        if crashed or excluded:
             now = tuple(sorted(present))
-        gone_after = crashed
+        gone_after = crashed + excluded
 
     return {"ids": ids, "storage": stor, "conf_join": conf_join, "members": members,
             "member_slots": member_slots, "member_of": member_of, "events": events,
-            "crashed": crashed_all, "joined": joined_all, "left": left_all,
+            "crashed": crashed_all, "joined": joined_all, "left": left_all, "corrupt": corrupt_all,
             "slow_extra": slow_extra}
 
 def _base_speeds(speeds, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
