@@ -19,6 +19,7 @@ _LAZY = {
     "expected_time": "schemes.usctec", "SpeedModel": "schemes.usctec",
     "Placement": "schemes.plan", "StepPlan": "schemes.plan", "PlanError": "schemes.plan",
     "ChurnScript": "churn", "load_churn": "churn", "parse_churn": "churn",
+    "VerificationError": "runtime.verifying", "ToleranceExceeded": "runtime.verifying",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

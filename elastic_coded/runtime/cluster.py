@@ -26,7 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ..algebra.fields import field as make_field
 from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
-from ..churn import ChurnScript, StepEvents, load_churn, parse_churn
+from ..churn import CAUGHT_LIMIT, ChurnScript, StepEvents, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..schemes.plan import ShortOfMachines
 from ..schemes.wire import Member
@@ -36,6 +36,7 @@ from .controller import Controller, StepRequest
 from .report import ReportLog, StepReport
 from .session import ensure_ray, stop
 from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
+from .verifying import Verifier
 
 __all__ = ["ElasticCluster", "MachineSpec"]
 
@@ -107,6 +108,10 @@ class ElasticCluster:
     ``report_file``: a JSON-lines file every report is appended to.
     ``deadline`` (USCTEC family): a call still running ``deadline`` times the median completed
     call's time gets coded backups on other machines storing its rows (``None``: wait).
+    ``verify``: check every product against a sketch of ``A`` and repair it from results that
+    check (:mod:`.verifying`); ``tolerance``: warn (``strict=True``: raise) when a real-field
+    step's relative error bound exceeds it; ``exclude_after``: remove a machine caught returning
+    wrong results in that many steps (``None``: never).
     """
 
     def __init__(self, A, policy: str = "usctec", *, L: int | None = None, S: int | None = None,
@@ -117,7 +122,9 @@ class ElasticCluster:
                  cpus_per_worker: float | None = None, ping_timeout: float = 5.0,
                  health_interval: float = 1.0, chunk_rows: int | None = None,
                  deadline: float | None = 3.0, report_window: int | None = 1000,
-                 report_file: str | None = None, **options):
+                 report_file: str | None = None, verify: bool = True, strict: bool = False,
+                 tolerance: float | None = None, exclude_after: int | None = CAUGHT_LIMIT,
+                 **options):
         self.family = family_of(policy)
         self.options = parse_options(policy, options)
         if placement not in ("design", "cyclic"):
@@ -171,6 +178,8 @@ class ElasticCluster:
         else:
             specs = machine_specs(machines, storage)
         data = self._load(A)
+        self._verifier = Verifier(self.F, self.family, data, verify=verify, strict=strict,
+                                  tolerance=tolerance, exclude_after=exclude_after)
         self._precheck(specs, data)
         self._own_ray = ensure_ray(address, num_cpus)
         try:
@@ -370,6 +379,7 @@ class ElasticCluster:
             raise RuntimeError("cluster: already shut down")
         X, shape, n_cols = self._inputs(B)
         ev = self._apply_churn(events)
+        self._verifier.arm(self, ev)
         t0 = time.perf_counter()
         prep, S_override = self._prepare(policy, n_cols)
         Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
@@ -379,7 +389,9 @@ class ElasticCluster:
                 if not np.all(np.isfinite(y)):
                     raise ValueError("A @ B: the product overflows float64 (inf or nan in the "
                                      "result); scale A or B down")
+        Y = self._verifier.verify(self, X, Y, out, prep)
         self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
+        self._verifier.exclude(self)
         return shape(Y)
 
     def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
@@ -474,7 +486,8 @@ class ElasticCluster:
             products=int(g.products), wasted_products=int(wasted),
             useful_products=int(out.total_products), redesign=prep.redesign,
             crashed=tuple(self._crash_idle), extra=out.extra,
-            code=(plan.L, plan.S) if self.family == "usctec" else None)
+            code=(plan.L, plan.S) if self.family == "usctec" else None,
+            **self._verifier.last.fields())
         self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
                                       len(stragglers))
         self.reports.append(report)

@@ -70,6 +70,26 @@ class StepReport:
     extra: dict = field(default_factory=dict, repr=False)
     """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
     ``t*``, rescued masters)."""
+    verified: bool | None = None
+    """``True`` when the product was checked against the sketch of ``A`` (and repaired if it
+    failed) before it was returned; ``None`` when verification is off or not available (the
+    unified scheme in the reals).  See :mod:`elastic_coded.runtime.verifying`."""
+    caught: tuple = ()
+    """Machines whose results were found wrong in this step."""
+    repaired: tuple = ()
+    """Outputs (pieces; hetero: masters) decoded again from results that check."""
+    recomputed: int = 0
+    """Results computed again to repair wrong outputs."""
+    excluded: tuple = ()
+    """Machines removed after this step, caught returning wrong results in too many steps."""
+    condition: float | None = None
+    """Real field: the largest decode condition number among the step's outputs."""
+    error_bound: float | None = None
+    """A bound on ``||Y - A B||_F`` (``0.0`` over finite fields; ``None``: none known)."""
+    relative_error_bound: float | None = None
+    """``error_bound / ||Y||_F`` (hetero: the largest over the masters)."""
+    t_verify: float = 0.0
+    """Seconds spent checking (and repairing) the product."""
 
     @property
     def redundancy(self) -> float:
@@ -98,6 +118,7 @@ _COUNTS = {  # summary key -> what one report adds
     "wasted_products": lambda r: r.wasted_products,
     "useful_products": lambda r: r.useful_products,
     "redesigns": lambda r: r.redesign is not None,
+    "caught": lambda r: len(r.caught), "repaired": lambda r: len(r.repaired),
 }
 
 

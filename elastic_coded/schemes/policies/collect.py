@@ -7,7 +7,9 @@
   coded rows of ``C{m}`` (MATH.md §3), systematic rows first.
 
 Both return the decoded outputs and who decoded them, and never decode from fewer results than
-the rule needs.
+the rule needs.  Results that arrive after their output decoded are kept aside (``late``, and
+every coded row for MDS), so that a decode found wrong by verification can be redone from
+others.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class LagrangeCollector:
         self.partial: dict = {}
         self.decoded: dict[int, np.ndarray] = {}
         self.used_by: dict[int, tuple] = {}
+        self.late: dict[int, dict] = {}  # piece -> {position: (machine, H)} after it decoded
 
     @property
     def done(self) -> bool:
@@ -40,9 +43,11 @@ class LagrangeCollector:
     def add(self, machine, task: TaskSpec, H) -> bool:
         """File one result; returns whether it was useful (its piece not yet decoded)."""
         pi = task.piece
-        if pi in self.decoded:
-            return False
         group_rows = self.plan.groups[self.plan.pieces[pi].group].rows
+        if pi in self.decoded:
+            if tuple(task.rows) == tuple(group_rows) and task.position not in self.results[pi]:
+                self.late.setdefault(pi, {}).setdefault(task.position, (machine, H))
+            return False
         H = self._whole(group_rows, pi, task.position, task.rows, H)
         if H is None:  # a part of a re-planned task; the rest is still to come
             return True
@@ -69,14 +74,15 @@ class LagrangeCollector:
         return np.concatenate([parts[sp] for sp in sorted(parts)], axis=0)
 
 
-def decode_mds(code: MDSCode, got: dict) -> tuple[np.ndarray, tuple]:
+def decode_mds(code: MDSCode, got: dict, rows: bool = False) -> tuple:
     """``A_m x_m`` from coded rows ``got = {index: (machine, value row)}`` (at least ``k``),
     systematic rows first (:meth:`~elastic_coded.algebra.mds.MDSCode.decode_any`).  Returns the
-    data and the machines whose rows were used."""
+    data and the machines whose rows were used (and, with ``rows``, the coded rows used)."""
     idx = sorted(got)
     vals = np.stack([np.asarray(got[i][1]) for i in idx])
     data, used = code.decode_any(idx, vals)
-    return data, tuple(sorted({got[idx[j]][0] for j in used}, key=str))
+    machines = tuple(sorted({got[idx[j]][0] for j in used}, key=str))
+    return (data, machines, tuple(idx[j] for j in used)) if rows else (data, machines)
 
 
 class MDSCollector:
@@ -87,6 +93,7 @@ class MDSCollector:
         self.rows: list[dict] = [{} for _ in L]   # master -> {coded row: (machine, value row)}
         self.decoded: dict[int, np.ndarray] = {}
         self.used_by: dict[int, tuple] = {}
+        self.used_rows: dict[int, tuple] = {}  # master -> the coded rows its decode used
 
     @property
     def done(self) -> bool:
@@ -100,12 +107,12 @@ class MDSCollector:
 
     def add(self, machine, task: TaskSpec, H) -> bool:
         m = task.piece
-        if m in self.decoded:
-            return False
         got = self.rows[m]
         for i, row in enumerate(np.asarray(H)):
             got.setdefault(task.rows[0] + i, (machine, row))
+        if m in self.decoded:
+            return False
         if len(got) >= self.L[m]:
-            self.decoded[m], self.used_by[m] = decode_mds(self.codes[m], got)
-            got.clear()
+            self.decoded[m], self.used_by[m], self.used_rows[m] = decode_mds(
+                self.codes[m], got, rows=True)
         return True

@@ -1,0 +1,511 @@
+"""Verified steps: every product is checked against a sketch of ``A`` before it is returned, a
+wrong one is repaired from results that check, and every real-field step carries an error bound.
+
+**The check.**  The driver keeps a Freivalds sketch ``U A`` of each source
+(:func:`~elastic_coded.algebra.verify.make_sketch`, drawn once from fresh entropy, so no machine
+can know ``U``; hetero: one per master) and checks the step's product ``Y`` by comparing
+``U Y`` with ``(U A) B``: ``t (m r + n r)`` multiply-adds, never a product with ``A``.  Over a
+finite field the comparison is exact and a wrong ``Y`` passes with probability at most
+``q^-t <= 1e-9``.  In the reals it accepts within a tolerance derived from the decode's
+conditioning, which an honest ``Y`` always meets (``algebra/verify.py``).
+
+**Repair** (USCTEC family).  When the product fails, each piece is checked; for a wrong piece
+every result the step holds (the ``L`` decoded from and any that arrived later) is checked on its
+own, against the coded input it was computed from (``rows`` of the sketch, a plain product's
+tolerance), which names the machines that lied, however many.  The piece is decoded again from
+``L`` results that check; when fewer than ``L`` are at hand, the missing positions are computed
+again, first by the machines the plan gave them to, then by other machines storing the piece's
+rows that were not caught, and checked in turn.  A piece that still lacks ``L`` good results
+raises :class:`VerificationError` (naming the machines caught): never a wrong or partial product.
+Heterogeneous masters repair a wrong master from the coded rows that check (each against a
+sketch of the master's coded matrix); the unified scheme cannot tell a liar from its output, so a
+wrong product raises.
+
+**Exclusion.**  A machine caught in ``exclude_after`` steps (default
+:data:`~elastic_coded.churn.CAUGHT_LIMIT`, 2) is removed after the step (as a graceful departure:
+its rows are stored elsewhere at the next step).
+
+**Error bound** (real field).  ``condition``: the largest decode condition ``kappa(P)`` over the
+step's pieces (``lagrange.py``); ``error_bound = 1.01 gamma_{n + 10 L} kappa ||A||_F ||B||_F``
+bounds ``||Y - A B||_F`` (the pieces tile the product, so the per-piece bounds add up in squares
+to it); ``relative_error_bound`` divides it by ``||Y||_F``.  Heterogeneous masters: the same
+form with the Skeel condition of the coded rows decoded from, times ``k`` for the solve (an
+estimate, not a proof); unified: none (its storage code has no bound here).  Above a
+``tolerance`` it warns, or raises :class:`ToleranceExceeded` with ``strict=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+
+from ..algebra.lagrange import conditions, rounding_bound
+from ..algebra.verify import check, check_piece, make_sketch
+from ..churn import CAUGHT_LIMIT
+from ..schemes.policies.collect import decode_mds
+from ..schemes.reference import assemble
+from ..schemes.wire import Call, TaskSpec
+
+__all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded"]
+
+log = logging.getLogger(__name__)
+
+
+
+class VerificationError(RuntimeError):
+    """A step's product failed verification and could not be repaired (``caught``: the machines
+    whose results were found wrong)."""
+
+    def __init__(self, msg: str, caught=()):
+        super().__init__(msg)
+        self.caught = tuple(caught)
+
+
+class ToleranceExceeded(RuntimeError):
+    """A real-field step's error bound exceeds the ``tolerance`` set (``strict=True``)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What verification found in one step (copied into the step report)."""
+
+    verified: bool | None = None
+    """``True``: the product was checked (and repaired if needed); ``None``: not checked."""
+    caught: tuple = ()
+    """Machines whose results were found wrong."""
+    repaired: tuple = ()
+    """Outputs (pieces; hetero: masters) decoded again from results that check."""
+    recomputed: int = 0
+    """Results computed again to repair them."""
+    excluded: tuple = ()
+    """Machines removed after the step for being caught in ``CAUGHT_LIMIT`` steps."""
+    condition: float | None = None
+    error_bound: float | None = None
+    relative_error_bound: float | None = None
+    t_verify: float = 0.0
+
+    def fields(self) -> dict:
+        return {"verified": self.verified, "caught": self.caught, "repaired": self.repaired,
+                "recomputed": self.recomputed, "excluded": self.excluded,
+                "condition": self.condition, "error_bound": self.error_bound,
+                "relative_error_bound": self.relative_error_bound, "t_verify": self.t_verify}
+
+
+def _tolerance(tolerance, strict) -> float | None:
+    if tolerance is not None and (isinstance(tolerance, bool) or
+                                  not isinstance(tolerance, (int, float)) or not tolerance > 0):
+        raise ValueError(f"tolerance: a relative error bound > 0 or None, got {tolerance!r}")
+    if not isinstance(strict, bool):
+        raise ValueError(f"strict: True or False, got {strict!r}")
+    if strict and tolerance is None:
+        raise ValueError("strict: True needs a tolerance (the relative error bound not to exceed)")
+    return None if tolerance is None else float(tolerance)
+
+
+class Verifier:
+    """The driver's verification state: sketches, catches per machine, the last verdict.
+
+    ``data``: what :meth:`ElasticCluster._load` returned (an array, ``("npy", path)`` or, for
+    hetero, the masters' matrices); ``seed`` (tests only) fixes the sketches."""
+
+    def __init__(self, F, family: str, data, *, verify: bool = True, strict: bool = False,
+                 tolerance: float | None = None, exclude_after: int | None = CAUGHT_LIMIT,
+                 seed=None):
+        if not isinstance(verify, bool):
+            raise ValueError(f"verify: True or False, got {verify!r}")
+        if exclude_after is not None and (isinstance(exclude_after, bool) or
+                                          not isinstance(exclude_after, int) or exclude_after < 1):
+            raise ValueError(f"exclude_after: an int >= 1 (steps a machine may be caught "
+                             f"lying in before it is removed) or None, got {exclude_after!r}")
+        self.limit = exclude_after if exclude_after is not None else math.inf
+        self.tolerance = _tolerance(tolerance, strict)
+        self.F, self.family, self.on, self.strict = F, family, verify, strict
+        mats = list(data) if family == "hetero" else [_matrix(data)]
+        self.mats = mats
+        self.norms = [0.0 if F.exact else float(np.linalg.norm(a)) for a in mats]
+        self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
+        self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
+        self._coded_sketches: dict = {}  # hetero: master -> sketch of its coded rows (lazy)
+        self.counts: dict[str, int] = {}
+        self._armed: set = set()  # machines told to lie in the current step
+        self.last = Verdict()
+
+    # -- before a step ---------------------------------------------------------------------------
+    def arm(self, cl, ev) -> None:
+        """Tell the machines the churn script makes lie in this step (``corrupt`` events)."""
+        liars = {m for m in getattr(ev, "corrupt", ()) if m in cl._handles}
+        calls = [cl._handles[m].lie.remote((cl._step,) if m in liars else ())
+                 for m in liars | {m for m in self._armed if m in cl._handles}]
+        if calls:  # a retried step may name other liars than its first attempt did
+            ray.get(calls)
+        self._armed = liars
+
+    # -- after a step -----------------------------------------------------------------------------
+    def verify(self, cl, X, Y, out, prep=None):
+        """The step's product, checked (and repaired); sets :attr:`last`.  Raises
+        :class:`VerificationError` or :class:`ToleranceExceeded` instead of returning a product
+        that failed."""
+        t0 = time.perf_counter()
+        self.last = Verdict()
+        col = out.collector
+        state = _StepState()
+        if self.family == "usctec" and col is not None:
+            Y = self._lagrange(cl, X, Y, col, out, state)
+            bound = self._lagrange_bound(X, Y, col, state)
+        elif self.family == "hetero" and col is not None:
+            Y = self._hetero(cl, X, Y, col, state, (out.prep or prep).plan)
+            bound = self._hetero_bound(X, Y, col, cl)
+        else:
+            if self.on and self.F.exact:
+                if not check(self.sketches[0], X, Y):
+                    self._fail(cl, state, "the product failed verification; the unified scheme "
+                                          "cannot tell which machine's results were wrong")
+                state.checked = True
+            bound = (None, None, None)
+        excluded = self._count(state.caught)
+        self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
+                            tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
+                            time.perf_counter() - t0)
+        self._tolerance_check(cl)
+        return Y
+
+    def _fail(self, cl, state, msg: str):
+        self._count(state.caught)  # counted; excluded after the next step that succeeds
+        caught = tuple(sorted(state.caught, key=str))
+        raise VerificationError(f"step {cl._step}: {msg}" + (
+            f"; machines caught returning wrong results: {list(caught)}" if caught else ""),
+            caught)
+
+    def _count(self, caught) -> tuple:
+        for m in caught:
+            self.counts[m] = self.counts.get(m, 0) + 1
+        return tuple(sorted((m for m in caught if self.counts[m] >= self.limit), key=str))
+
+    def _tolerance_check(self, cl) -> None:
+        rel = self.last.relative_error_bound
+        if self.tolerance is None or rel is None or rel <= self.tolerance:
+            return
+        msg = (f"step {cl._step}: the relative error bound {rel:.3g} (decode condition "
+               f"{self.last.condition:.3g}) exceeds the tolerance {self.tolerance:.3g}")
+        if self.strict:
+            raise ToleranceExceeded(msg + "; use a finite field, or a smaller L + S")
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+    def exclude(self, cl) -> tuple:
+        """Remove the machines caught in ``exclude_after`` steps (after the step's report)."""
+        gone = [m for m, k in self.counts.items() if k >= self.limit and m in cl._handles]
+        for m in gone:
+            log.warning("machine %s was caught returning wrong results in %d steps; removing it",
+                        m, self.counts[m])
+            cl.remove_machine(m)
+            del self.counts[m]
+        return tuple(gone)
+
+    # -- USCTEC family --------------------------------------------------------------------------
+    def _lagrange(self, cl, X, Y, col, out, state):
+        if not self.on:
+            return Y
+        sk, code, plan = self.sketches[0], col.code, col.plan
+        state.checked = True
+        kappa = 1.0 if self.F.exact else self._kappa(col, state)
+        if check(sk, X, Y, condition=kappa, extra_terms=10 * code.L):
+            return Y
+        Bp = _padded(self.F, X, plan.L)
+        c = Bp.shape[1] // plan.L
+        bad = [pi for pi, piece, grp in plan.iter_pieces()
+               if not check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
+                                  positions=self._positions(col, state, pi))]
+        if not bad:  # the pieces check but their sum does not: nothing to repair from
+            self._fail(cl, state, "the product failed verification though every piece checks")
+        _Repair(self, cl, col, out, Bp, state).run(bad)
+        Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
+        kappa = 1.0 if self.F.exact else self._kappa(col, state)
+        if not check(sk, X, Y, condition=kappa, extra_terms=10 * code.L):
+            self._fail(cl, state, "the repaired product failed verification")
+        return Y
+
+    @staticmethod
+    def _positions(col, state, pi) -> tuple:
+        return state.positions.get(pi) or tuple(list(col.results[pi])[:col.code.L])
+
+    def _kappa(self, col, state) -> float:
+        pats = {self._positions(col, state, pi) for pi in range(len(col.plan.pieces))}
+        pats = np.asarray(sorted(pats), dtype=np.int64)
+        return max(1.0, float(np.max(conditions(col.code.alphas, col.code.betas, pats))))
+
+    def _lagrange_bound(self, X, Y, col, state) -> tuple:
+        if self.F.exact:
+            return None, 0.0, 0.0
+        kappa = self._kappa(col, state)
+        bound = rounding_bound(X.shape[0] + 10 * col.code.L, kappa, self.norms[0],
+                               float(np.linalg.norm(X)))
+        return kappa, bound, _relative(bound, Y)
+
+    # -- heterogeneous masters -----------------------------------------------------------------
+    def _hetero(self, cl, xs, Y, col, state, plan):
+        if not self.on:
+            return Y
+        state.checked = True
+        for m, (x, y) in enumerate(zip(xs, Y)):
+            kappa = 1.0 if self.F.exact else self._mds_kappa(cl._codes[m], col.used_rows[m])
+            k = cl._codes[m].k
+            if check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * k):
+                continue
+            Y[m] = self._hetero_repair(cl, m, x, col, state, plan)
+        return Y
+
+    def _hetero_repair(self, cl, m: int, x, col, state, plan):
+        """Master ``m`` decoded again from coded rows that check: those received, then rows
+        fetched from machines not caught (each run checked against a sketch of ``G_m A_m``)."""
+        code = cl._codes[m]
+        if m not in self._coded_sketches:
+            self._coded_sketches[m] = make_sketch(self.F, code.encode(self.mats[m]),
+                                                  seed=self.seed)
+        sk = self._coded_sketches[m]
+        good, bad = {}, set()
+        by_machine: dict = {}
+        for i in sorted(col.rows[m]):
+            by_machine.setdefault(col.rows[m][i][0], []).append(i)
+        for mach, idx in by_machine.items():
+            got = {i: col.rows[m][i][1] for i in idx}
+            self._screen_rows(sk, x, mach, got, good, bad, state)
+        xref, asked, rescues = None, set(), 0
+        while len(good) < code.k:
+            usable = [n for n in cl._handles if n not in state.caught]
+            exclude = good.keys() | bad | asked
+            asks = _row_asks(plan.storage, m, code.k - len(good), exclude, usable)
+            if not asks and usable and rescues < 2:  # fresh coded rows on a machine not caught
+                rescues += 1
+                got = cl._ctrl("hetero_rescue", m, code.k - len(good), sorted(exclude),
+                               sorted(usable, key=str))
+                cl._handles[got.machine] = got.handle
+                asks = [(got.machine, got.ranges)]
+            if not asks:
+                break
+            xref = xref if xref is not None else ray.put(x)
+            for mach, ranges in asks:
+                asked |= {i for a, b in ranges for i in range(a, b)}
+                got = _fetch_rows(cl, mach, m, ranges, xref, state)
+                self._screen_rows(sk, x, mach, got, good, bad, state)
+        if len(good) < code.k:
+            self._fail(cl, state, f"master {m}'s product failed verification and only "
+                                  f"{len(good)} of the {code.k} coded rows it needs check")
+        y, col.used_by[m], col.used_rows[m] = decode_mds(code, good, rows=True)
+        kappa = 1.0 if self.F.exact else self._mds_kappa(code, col.used_rows[m])
+        if not check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * code.k):
+            self._fail(cl, state, f"master {m}'s repaired product failed verification")
+        state.repaired.add(m)
+        return y
+
+    @staticmethod
+    def _screen_rows(sk, x, mach, got: dict, good: dict, bad: set, state) -> None:
+        """File ``got = {coded row: value row}`` from ``mach`` as good, or catch ``mach``."""
+        if not got:
+            return
+        idx = sorted(got)
+        if all(check(sk, x, np.stack([got[i] for i in run]), (run[0], run[-1] + 1))
+               for run in _runs(idx)):
+            good.update({i: (mach, got[i]) for i in idx})
+        else:
+            bad.update(idx)
+            state.caught.add(mach)
+
+    @staticmethod
+    def _mds_kappa(code, rows) -> float:
+        G = np.asarray(code.generator)[list(rows)]
+        skeel = float(np.linalg.norm(np.abs(np.linalg.inv(G)) @ np.abs(G), 2))
+        return max(1.0, skeel * code.k)
+
+    def _hetero_bound(self, xs, Y, col, cl) -> tuple:
+        if self.F.exact:
+            return None, 0.0, 0.0
+        kappas, sq, rel = [], 0.0, 0.0
+        for m, (x, y) in enumerate(zip(xs, Y)):
+            kap = self._mds_kappa(cl._codes[m], col.used_rows[m])
+            b = rounding_bound(x.shape[0] + 10 * cl._codes[m].k, kap, self.norms[m],
+                               float(np.linalg.norm(x)))
+            kappas.append(kap)
+            sq += b * b
+            rel = max(rel, _relative(b, y))
+        return max(kappas), math.sqrt(sq), rel
+
+
+@dataclass
+class _StepState:
+    checked: bool = False
+    caught: set = None
+    repaired: set = None
+    recomputed: int = 0
+    positions: dict = None  # piece -> positions it was decoded again from
+
+    def __post_init__(self):
+        self.caught, self.repaired, self.positions = set(), set(), {}
+
+
+class _Repair:
+    """Repair the wrong pieces of one USCTEC step (module docstring)."""
+
+    def __init__(self, ver: Verifier, cl, col, out, Bp, state: _StepState):
+        self.ver, self.cl, self.col, self.state = ver, cl, col, state
+        self.plan, self.code = col.plan, col.code
+        self.coded = self.code.encode(Bp)
+        self.total = self.plan.num_rows * Bp.shape[1]
+        gone = set(getattr(out.gather, "failed", ())) | set(getattr(cl, "_crash_idle", ()))
+        self.live = [m for m in cl._handles if m not in gone]
+        self.asked: set = set()  # (piece, position, machine) computed again
+        self.refs: dict = {}
+
+    def run(self, bad: list) -> None:
+        good = {pi: self._screen(pi) for pi in bad}
+        holders, rnd = None, 0
+        while True:
+            short = [pi for pi in bad if len(good[pi]) < self.plan.L]
+            if rnd and short and holders is None:
+                holders = self.cl._ctrl("holders_of", self.plan) or {}
+            asks = [a for pi in short for a in self._asks(pi, good[pi], rnd, holders)]
+            if not asks:
+                break
+            for (pi, pos, mach), H in self._compute(asks):
+                if self._ok(pi, pos, H):
+                    good[pi].setdefault(pos, (mach, H))
+                else:
+                    self.state.caught.add(mach)
+            rnd += 1
+        for pi in bad:
+            if len(good[pi]) < self.plan.L:
+                self.ver._fail(self.cl, self.state,
+                               f"piece {pi} failed verification and only {len(good[pi])} of the "
+                               f"L = {self.plan.L} results it needs check, after computing the "
+                               f"others again on every machine storing its rows")
+            self._decode(pi, good[pi])
+
+    def _screen(self, pi: int) -> dict:
+        """The piece's results that check on their own; their liars are caught."""
+        cand = {**self.col.late.get(pi, {}), **self.col.results[pi]}
+        good = {}
+        for pos, (mach, H) in cand.items():
+            if self._ok(pi, pos, H):
+                good[pos] = (mach, H)
+            else:
+                self.state.caught.add(mach)
+        return good
+
+    def _ok(self, pi: int, pos: int, H) -> bool:
+        piece = self.plan.pieces[pi]
+        c0, c1 = piece.cols if piece.cols is not None else (0, self.coded.shape[2])
+        rows = self.plan.groups[piece.group].rows
+        H = np.asarray(H)
+        if H.shape != (rows[1] - rows[0], c1 - c0):
+            return False
+        return bool(check(self.ver.sketches[0], self.coded[pos][:, c0:c1], H, rows))
+
+    def _asks(self, pi: int, good: dict, rnd: int, holders) -> list:
+        """``[(piece, position, machine)]``: positions still missing, as many as the piece
+        needs, each on a live machine not caught and not asked for it before (round 0: the
+        machine planned for it; later rounds: the other machines storing the piece's rows)."""
+        piece = self.plan.pieces[pi]
+        ok = {m for m in self.live if m not in self.state.caught}
+        pool = [m for m in (holders or {}).get(pi) or () if m in ok]
+        out, used = [], set()
+        for pos in (p for p in range(self.plan.K) if p not in good):
+            if len(out) == self.plan.L - len(good):
+                break
+            cands = [piece.machines[pos]] if rnd == 0 else \
+                sorted(pool, key=lambda m: (m in used, str(m)))
+            m = next((m for m in cands if m in ok and (pi, pos, m) not in self.asked), None)
+            if m is not None:
+                self.asked.add((pi, pos, m))
+                used.add(m)
+                out.append((pi, pos, m))
+        return out
+
+    def _compute(self, asks: list) -> list:
+        calls = []
+        for pi, pos, mach in asks:
+            piece = self.plan.pieces[pi]
+            rows = self.plan.groups[piece.group].rows
+            if pos not in self.refs:
+                self.refs[pos] = ray.put(self.coded[pos])
+            call = Call(self.cl._step, (TaskSpec("A", rows, 0, piece.cols, pi, pos),), self.total)
+            calls.append(((pi, pos, mach), self.cl._handles[mach].compute.remote(call,
+                                                                                 self.refs[pos])))
+        out = []
+        for key, ref in calls:
+            try:
+                res = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+                continue  # a machine that died, or that does not store the rows: not a result
+            self.state.recomputed += 1
+            out.append((key, res.results[0]))
+        return out
+
+    def _decode(self, pi: int, good: dict) -> None:
+        use = dict(list(good.items())[:self.plan.L])
+        self.col.decoded[pi] = self.code.decode({p: h for p, (_, h) in use.items()})
+        self.col.used_by[pi] = tuple(m for m, _ in use.values())
+        self.state.positions[pi] = tuple(use)
+        self.state.repaired.add(pi)
+
+
+def _row_asks(storage, m: int, need: int, exclude: set, usable) -> list:
+    """``[(machine, ranges)]``: ``need`` coded rows of master ``m`` not in ``exclude``, from
+    the machines ``usable`` storing them (in id order)."""
+    from ..schemes.policies import hetero as het
+
+    out = []
+    for n in sorted((n for n in usable if n in storage.machines), key=str):
+        if need <= 0:
+            break
+        ranges = het.take_rows(het.ranges_minus(storage.rows_of(m, n), set(exclude)), need)
+        if ranges:
+            out.append((n, ranges))
+            need -= sum(b - a for a, b in ranges)
+    return out
+
+
+def _fetch_rows(cl, mach, m: int, ranges, xref, state) -> dict:
+    """``{coded row: value row}`` of master ``m``'s ``ranges`` computed on ``mach`` (empty if
+    it died)."""
+    from ..schemes.policies import hetero as het
+
+    tasks = tuple(TaskSpec(het.source_name(m), r, 0, None, m, r[0]) for r in ranges)
+    try:
+        res = ray.get(cl._handles[mach].compute.remote(Call(cl._step, tasks, 1, pace_s=0.0), xref))
+    except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+        return {}
+    state.recomputed += len(tasks)
+    return {a + i: row for (a, _), H in zip(ranges, res.results) for i, row in
+            enumerate(np.asarray(H))}
+
+
+def _matrix(data):
+    if isinstance(data, tuple) and data and data[0] == "npy":
+        return np.load(data[1], mmap_mode="r")
+    return data
+
+
+def _padded(F, X, L: int):
+    pad = (-X.shape[1]) % L
+    return np.concatenate([X, F.zeros((X.shape[0], pad))], axis=1) if pad else X
+
+
+def _relative(bound: float, Y) -> float:
+    nY = float(np.linalg.norm(Y))
+    return bound / nY if nY > 0 else (0.0 if bound == 0 else math.inf)
+
+
+def _runs(idx: list) -> list:
+    """Consecutive runs of sorted indices."""
+    out: list = []
+    for i in idx:
+        if out and i == out[-1][-1] + 1:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out

@@ -1,0 +1,117 @@
+"""Lying machines on real Ray: every step stays exact in GF(p) while up to ``S`` machines per
+piece lie (the honest ones slowed, so that the lies arrive first and are decoded from), more
+liars than can be repaired is a clear error and never a wrong product, a machine that lies for
+good is caught and removed, the real field stays within its reported bound, and heterogeneous
+masters repair a lying worker's rows."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from elastic_coded.algebra import field
+from elastic_coded.churn import StepEvents
+from elastic_coded.runtime import ElasticCluster
+from elastic_coded.runtime.verifying import VerificationError
+
+pytestmark = pytest.mark.ray
+
+F = field("gf(65537)")
+L, S = 2, 2
+IDS = [f"m{i}" for i in range(6)]
+
+
+def _liars_first(liars) -> StepEvents:
+    """``liars`` lie; the others are 4x slower, so the lies are what the step decodes from."""
+    return StepEvents(slow={m: 4.0 for m in IDS if m not in liars}, corrupt=tuple(liars))
+
+
+@pytest.fixture(scope="module")
+def gf(ray_session):
+    rng = np.random.default_rng(0)
+    A, B = F.random((48, 6), rng), F.random((6, 4), rng)
+    ms = [{"id": m, "speed": 1.0, "storage": 1.0} for m in IDS]
+    with ElasticCluster(A, L=L, S=S, machines=ms, field=F, time_scale=0.02,
+                        exclude_after=None) as c:
+        yield c, A, B
+
+
+@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(liars=st.lists(st.sampled_from(IDS), max_size=S, unique=True))
+def test_gfp_exact_while_up_to_S_machines_lie(gf, liars):
+    c, A, B = gf
+    Y = c.multiply(B, events=_liars_first(liars))
+    r = c.reports[-1]
+    assert np.array_equal(Y, F.matmul(A, B))
+    assert r.verified is True and r.error_bound == 0.0
+    assert set(r.caught) <= set(liars)
+    with_work = {m for p in r.plan.pieces for m in p.machines}
+    assert set(liars) & with_work <= set(r.caught)  # every lie that was decoded from is caught
+    assert bool(r.repaired) == bool(r.caught)
+
+
+def test_liars_beyond_S_are_recomputed_elsewhere_or_the_step_raises(gf):
+    c, A, B = gf
+    liars = IDS[:S + 2]  # more than S per piece: the honest holders compute their positions
+    Y = c.multiply(B, events=_liars_first(liars))
+    r = c.reports[-1]
+    assert np.array_equal(Y, F.matmul(A, B)) and r.recomputed > 0
+    steps = len(c.reports)
+    with pytest.raises(VerificationError, match=r"failed verification .* machines caught "
+                                                r"returning wrong results: \[") as exc:
+        c.multiply(B, events=StepEvents(corrupt=tuple(IDS)))  # nobody honest is left
+    assert set(exc.value.caught) <= set(IDS) and exc.value.caught
+    assert len(c.reports) == steps  # a failed step records nothing and changes nothing
+    assert np.array_equal(c.multiply(B, events=StepEvents()), F.matmul(A, B))  # called again
+    assert c.machines() == IDS
+
+
+def test_a_machine_lying_for_good_is_caught_then_removed(ray_session):
+    rng = np.random.default_rng(1)
+    A, B = F.random((36, 5), rng), F.random((5, 2), rng)
+    ms = [{"id": m, "speed": 4.0 if m == "m1" else 1.0, "storage": 1.0} for m in IDS]
+    churn = {"events": [{"step": 1, "corrupt": "m1", "forever": True}]}
+    with ElasticCluster(A, L=L, S=S, machines=ms, field=F, time_scale=0.02, churn=churn) as c:
+        caught = []
+        for _ in range(5):
+            assert np.array_equal(c.multiply(B), F.matmul(A, B))
+            caught.append(c.reports[-1].caught)
+        excluded = [r.excluded for r in c.reports]
+        assert ("m1",) in excluded and "m1" not in c.machines()
+        assert caught.count(("m1",)) == 2  # caught twice (fast: its lies come first), then gone
+        assert c.summary()["caught"] == 2
+
+
+def test_real_field_within_its_reported_bound_with_liars(ray_session):
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((48, 6)), rng.standard_normal((6, 4))
+    ms = [{"id": m, "speed": 1.0, "storage": 1.0} for m in IDS]
+    with ElasticCluster(A, L=L, S=S, machines=ms, time_scale=0.02, tolerance=1e-30) as c:
+        for liars in ((), ("m0",), ("m2", "m5")):
+            with pytest.warns(RuntimeWarning, match="exceeds the tolerance 1e-30"):
+                Y = c.multiply(B, events=_liars_first(liars))
+            r = c.reports[-1]
+            assert set(liars) & {m for p in r.plan.pieces for m in p.machines} <= set(r.caught)
+            assert np.linalg.norm(Y - A @ B) <= r.error_bound
+            assert r.condition >= 1 and 0 < r.relative_error_bound < 1e-10
+
+
+def test_hetero_masters_repair_a_lying_worker(ray_session):
+    rng = np.random.default_rng(3)
+    As = [F.random((20, 5), rng), F.random((30, 5), rng)]
+    xs = [F.random((5, 2), rng) for _ in As]
+    with ElasticCluster(As, "hetero", machines=6, field=F) as c:
+        for liars in (("m0",), ("m1", "m2")):
+            Y = c.multiply(xs, events=StepEvents(corrupt=liars))
+            assert all(np.array_equal(y, F.matmul(a, x)) for y, a, x in zip(Y, As, xs))
+            r = c.reports[-1]
+            assert r.verified is True and set(r.caught) <= set(liars)
+            assert bool(r.caught) == bool(r.repaired)
+
+
+def test_unified_never_returns_a_wrong_product(ray_session):
+    rng = np.random.default_rng(4)
+    A, X = F.random((24, 6), rng), F.random((6, 4), rng)
+    with ElasticCluster(A, "unified", machines=6, field=F, mu="1/2", q=4, N=4) as c:
+        assert np.array_equal(c.multiply(X), F.matmul(A, X)) and c.reports[-1].verified
+        with pytest.raises(VerificationError, match="the unified scheme cannot tell which"):
+            c.multiply(X, events=StepEvents(corrupt=tuple(IDS)))

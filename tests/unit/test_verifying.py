@@ -1,0 +1,159 @@
+"""Verified decoding without Ray: a USCTEC step's results filed into its collector (some
+perturbed), then the driver's verifier checks, locates and repairs; corrupt churn events."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from elastic_coded.algebra import field
+from elastic_coded.algebra.lagrange import lagrange_code
+from elastic_coded.churn import parse_churn
+from elastic_coded.runtime.verifying import ToleranceExceeded, VerificationError, Verifier
+from elastic_coded.schemes.policies.collect import LagrangeCollector
+from elastic_coded.schemes.reference import assemble, compute_task
+from elastic_coded.schemes.usctec import cyclic_placement, plan_step
+from elastic_coded.schemes.wire import TaskSpec
+
+F = field("gf(65537)")
+L, S, N = 2, 2, 6
+
+
+def _step(F, A, B, liars: dict, late: bool = True):
+    """Run a step in-process: ``liars[(piece, position)]`` perturbs that result; every result
+    is filed (``late``: those after the decode too).  Returns ``(Y, outcome, cluster)``."""
+    pl = cyclic_placement(A.shape[0], [f"m{i}" for i in range(N)], L, S)
+    plan = plan_step(pl, pl.machines, [1.0] * N, L, S)
+    code = lagrange_code(F, L, S)
+    coded = code.encode(B)
+    col = LagrangeCollector(plan, code)
+    for pi, piece, grp in plan.iter_pieces():
+        for pos, m in enumerate(piece.machines):
+            if not late and pi in col.decoded:
+                break
+            a, b = grp.rows
+            H = F.matmul(A[a:b], coded[pos] if piece.cols is None else
+                         coded[pos][:, piece.cols[0]:piece.cols[1]])
+            if (pi, pos) in liars:
+                H = F.add(H, liars[(pi, pos)](H.shape)) if F.exact else H + liars[(pi, pos)](H.shape)
+            col.add(m, TaskSpec("A", grp.rows, pos, piece.cols, pi, pos), H)
+    Y = assemble(plan, col.decoded, B.shape[1] // L, F.dtype)
+    out = SimpleNamespace(collector=col, gather=SimpleNamespace(failed=()), prep=None)
+    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=())
+    return Y, out, cl
+
+
+def _bump(F, rng):
+    def perturb(shape):
+        E = np.zeros(shape, dtype=F.dtype)
+        E[tuple(int(rng.integers(n)) for n in shape)] = 1 if F.exact else 1e-6
+        return E
+    return perturb
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**16), n_liars=st.integers(0, S))
+def test_gfp_exact_while_up_to_S_positions_per_piece_lie(seed, n_liars):
+    rng = np.random.default_rng(seed)
+    A, B = F.random((24, 5), rng), F.random((5, 2 * L), rng)
+    ver = Verifier(F, "usctec", A, seed=seed)
+    pl = cyclic_placement(24, [f"m{i}" for i in range(N)], L, S)
+    pieces = len(plan_step(pl, pl.machines, [1.0] * N, L, S).pieces)
+    liars = {(pi, int(p)): _bump(F, rng) for pi in range(pieces)
+             for p in rng.choice(L + S, size=n_liars, replace=False)}
+    Y, out, cl = _step(F, A, B, liars)
+    Yv = ver.verify(cl, B, Y, out)
+    assert np.array_equal(Yv, F.matmul(A, B))
+    wrong_used = {(pi, p) for (pi, p) in liars if p < L}  # the first L positions decode
+    assert (len(ver.last.repaired) > 0) == bool(wrong_used)
+    assert ver.last.verified is True and ver.last.recomputed == 0
+
+
+def test_more_liars_than_S_in_a_piece_is_an_error_never_a_wrong_product():
+    rng = np.random.default_rng(1)
+    A, B = F.random((24, 5), rng), F.random((5, 2 * L), rng)
+    ver = Verifier(F, "usctec", A)
+    liars = {(0, p): _bump(F, rng) for p in range(S + 1)}
+    Y, out, cl = _step(F, A, B, liars)
+    with pytest.raises(VerificationError, match=r"piece 0 failed verification and only 1 of the "
+                                                r"L = 2 results it needs check") as exc:
+        ver.verify(cl, B, Y, out)
+    assert exc.value.caught  # the liars are named
+    assert ver.counts  # counted, not yet excluded
+
+
+def test_real_field_repaired_within_its_bound_and_tolerance():
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((24, 5)), rng.standard_normal((5, 2 * L))
+    R = field("real")
+    ver = Verifier(R, "usctec", A)
+    Y, out, cl = _step(R, A, B, {(0, 0): _bump(R, rng), (1, 1): _bump(R, rng)})
+    Yv = ver.verify(cl, B, Y, out)
+    v = ver.last
+    assert v.repaired == (0, 1) and v.condition >= 1
+    assert np.linalg.norm(Yv - A @ B) <= v.error_bound
+    assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(Yv))
+    strict = Verifier(R, "usctec", A, tolerance=1e-30, strict=True)
+    Y, out, cl = _step(R, A, B, {})
+    with pytest.raises(ToleranceExceeded, match=r"relative error bound .* exceeds the tolerance"):
+        strict.verify(cl, B, Y, out)
+    loose = Verifier(R, "usctec", A, tolerance=1e-30)
+    with pytest.warns(RuntimeWarning, match="exceeds the tolerance"):
+        loose.verify(cl, B, Y, out)
+
+
+def test_without_verification_a_lie_goes_through():
+    """What the check buys: with ``verify=False`` the decoded product is simply returned."""
+    rng = np.random.default_rng(3)
+    A, B = F.random((24, 5), rng), F.random((5, 2 * L), rng)
+    Y, out, cl = _step(F, A, B, {(0, 0): _bump(F, rng)})
+    Yv = Verifier(F, "usctec", A, verify=False).verify(cl, B, Y, out)
+    assert not np.array_equal(Yv, F.matmul(A, B))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"tolerance": 0}, r"^tolerance: a relative error bound > 0"),
+    ({"strict": True}, r"^strict: True needs a tolerance"),
+    ({"verify": 1}, r"^verify: True or False"),
+    ({"exclude_after": 0}, r"^exclude_after: an int >= 1"),
+])
+def test_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Verifier(F, "usctec", F.zeros((4, 2)), **kwargs)
+
+
+def test_corrupt_events_for_a_step_some_steps_or_for_good():
+    s = parse_churn({"events": [{"step": 1, "corrupt": "m1"},
+                                {"step": 2, "corrupt": ["m2", "m3"], "steps": 2},
+                                {"step": 3, "corrupt": "m4", "forever": True}]})
+    g = s.generator()
+    got = [g.events(t, ["m1", "m2", "m3", "m4"], 3).corrupt for t in range(6)]
+    assert got == [(), ("m1",), ("m2", "m3"), ("m2", "m3", "m4"), ("m4",), ("m4",)]
+    assert not parse_churn({"events": [{"step": 0, "corrupt": "m1"}]}).events[0].is_empty()
+
+
+@pytest.mark.parametrize("event, match", [
+    ({"step": 1, "corrupt": "m1", "forever": 1}, r"forever: true or false"),
+    ({"step": 1, "corrupt": "m1", "forever": True, "steps": 2}, r"'steps' or 'forever: true'"),
+    ({"step": 1, "corrupt": "m1", "steps": 0}, r"steps: an int >= 1"),
+    ({"step": 1, "corrupt": "m1", "factor": 2}, r"unknown keys \['factor'\]"),
+    ({"step": 1, "slow": "m1", "forever": True}, r"unknown keys \['forever'\]"),
+])
+def test_bad_corrupt_events_name_the_key(event, match):
+    with pytest.raises(ValueError, match=match):
+        parse_churn({"events": [event]})
+
+
+def test_simulator_costs_lies_and_excludes_a_repeat_liar():
+    from elastic_coded.sim import make_trace, simulate
+
+    churn = {"events": [{"step": 2, "corrupt": "m1"}, {"step": 4, "corrupt": "m3", "forever": True}]}
+    tr = make_trace(10, 8, 2, 1, churn=churn)
+    assert tr.corrupt[2] == ("m1",) and tr.corrupt[4] == tr.corrupt[5] == ("m3",)
+    assert tr.left[6] == ("m3",) and "m3" not in tr.present(6) and "m1" in tr.present(7)
+    assert tr.counts()["corrupt"] == 3
+    lying = simulate(trace=tr, L=2, S=1, policies=("uncoded", "usctec"))
+    honest = simulate(10, 8, L=2, S=1, policies=("uncoded", "usctec"))
+    assert lying.summary["usctec"]["redispatched"] > 0 == honest.summary["usctec"]["redispatched"]
+    assert lying.summary["usctec"]["mean"] >= honest.summary["usctec"]["mean"]
