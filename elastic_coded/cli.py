@@ -131,7 +131,9 @@ def _run(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    code = (f"L={cfg.L}, S={cfg.S}" if cfg.options is None else
+    from .schemes.policies import FAMILY
+
+    code = (f"L={cfg.L}, S={cfg.S}" if FAMILY[cfg.policy] == "usctec" else
             ", ".join(f"{k}={v}" for k, v in vars(cfg.options).items() if v is not None))
     print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy} ({code}), "
           f"field {cfg.field}", file=sys.stderr)

@@ -9,10 +9,12 @@ Example (``examples/quickstart.yaml`` is a complete one)::
     matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}
     input_cols: 4               # columns of B per step (matmul; subspace_iteration: k vectors)
     field: real                 # real | gf(p) | gf(<prime>) | gf(2^T)
-    policy: usctec              # usctec | cyclic | uncoded | speculative | unified | hetero
+    policy: usctec-auto         # usctec-auto | usctec | usctec-pull | dynamic | proportional |
+                                # cyclic | uncoded | speculative | unified | hetero
     L: 4                        # usctec family only
     S: 2
     options: {}                 # the policy's options: unified {mu, q, N, grow};
+                                # usctec family {units, chunks, depth, call_cost_s};
                                 # hetero {assignment, a0, u0, capacity}
     masters: [{rows: 40, cols: 20}, {rows: 60, cols: 20}]   # hetero: one matrix per master
     placement: design           # design | cyclic
@@ -53,7 +55,7 @@ class RunConfig:
     path: str | None = None
     input_cols: int = 4
     field: str = "real"
-    policy: str = "usctec"
+    policy: str = "usctec-auto"
     L: int = 4
     S: int = 2
     placement: str = "design"
@@ -66,7 +68,8 @@ class RunConfig:
     num_cpus: int | None = None
     check: bool = True
     options: Any = None
-    """The policy's typed options (``None`` for the USCTEC family)."""
+    """The policy's typed options (:class:`~elastic_coded.schemes.policies.PullOptions` for
+    the USCTEC family)."""
     masters: tuple = ()
     """hetero: ``((rows, cols), ...)`` of the generated matrices, one per master."""
 
@@ -130,7 +133,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise _err("field", fld, f"is not a field: {exc}") from None
     if job in ("power_iteration", "subspace_iteration", "regression") and make_field(fld).exact:
         raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
-    policy = doc.get("policy", "usctec")
+    policy = doc.get("policy", "usctec-auto")
     if policy not in FAMILY:
         raise _err("policy", policy, f"must be one of {sorted(FAMILY)}")
     options, masters = _policy_options(doc, policy, job)

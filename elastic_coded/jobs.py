@@ -17,6 +17,7 @@ import numpy as np
 
 from .algebra.fields import field as make_field, relative_error
 from .config import RunConfig
+from .schemes.policies import FAMILY
 
 __all__ = ["JobResult", "JobInterrupted", "run_job", "make_problem", "Progress"]
 
@@ -157,9 +158,9 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
     kw = dict(machines=cfg.machines, field=F, storage=cfg.storage, placement=cfg.placement,
               time_scale=cfg.time_scale, churn=cfg.churn, seed=cfg.seed,
               allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus)
-    if cfg.options is None:
+    if cfg.L is not None and cfg.S is not None and FAMILY[cfg.policy] == "usctec":
         kw.update(L=cfg.L, S=cfg.S)
-    else:
+    if cfg.options is not None:
         kw.update({f.name: getattr(cfg.options, f.name) for f in fields(cfg.options)})
     return kw
 

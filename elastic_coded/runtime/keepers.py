@@ -91,7 +91,7 @@ class UsctecKeeper:
         sp = tuple(speeds[m] for m in present)
         L_step, S_step, _ = step_code(policy, self.c.L, S, max(1, request.n_cols))
         plan = get_policy(policy)(self.placement, present, sp, L_step, S_step)
-        validate(plan, self.placement)
+        validate(getattr(plan, "base", plan), self.placement)  # a pull plan: its base
         return plan
 
     def holders(self, rows: tuple) -> list:

@@ -26,7 +26,7 @@ from ..schemes.policies import rules
 from ..schemes.policies import unified as uni
 from ..schemes.policies.collect import LagrangeCollector, MDSCollector
 from ..schemes.reference import assemble
-from ..schemes.registry import SPECULATION
+from ..schemes.registry import PULL, SPECULATION
 from ..schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
 from ..schemes.wire import Call, TaskSpec
 from .gather import Gather, QuorumCollector
@@ -56,8 +56,13 @@ def _crash(m, ev) -> float | None:
     return 0.5 if m in ev.crash else None
 
 
-def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
-    """USCTEC-family step (see the module docstring)."""
+def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep, deadline: float | None = None):
+    """USCTEC-family step (see the module docstring); the pull policies run
+    :func:`~.pull.run_pull`.  ``deadline``: the backup factor instead of the cluster's."""
+    if policy in PULL:
+        from .pull import run_pull
+
+        return run_pull(cl, B, policy, ev, prep)
     plan = prep.plan
     t1 = time.perf_counter()
     r = B.shape[1]
@@ -88,7 +93,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
         specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
         g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
                                  crash_at=_crash(m, ev)))
-    factor = SPECULATION.get(policy, cl.deadline)
+    factor = deadline or SPECULATION.get(policy, cl.deadline)
     if factor:
         g.backup = _speculator(g, factor, lambda: cl._ctrl("holders_of", plan),
                                col, step, total)
@@ -97,8 +102,11 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
         g.run()
     td = time.perf_counter()
     Y = assemble(plan, col.decoded, coded.shape[2], cl.F.dtype)[:, :r]
+    from .pull import slowed
+
+    extra = {"slowed": slowed(g, prep.speeds, total, cl.time_scale or 1.0)}
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
-                      tuple(sorted(recovered)), collector=col)
+                      tuple(sorted(recovered)), extra, collector=col)
 
 
 def _backup_timeout(g: Gather, factor: float) -> float | None:

@@ -11,8 +11,10 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["get_policy", "POLICIES", "SPECULATION", "UNCODED", "usctec_plan", "uncoded_plan",
-           "cyclic_plan", "ideal_time", "step_code"]
+__all__ = ["get_policy", "POLICIES", "SPECULATION", "UNCODED", "PULL", "usctec_plan",
+           "uncoded_plan", "cyclic_plan", "proportional_plan", "usctec_pull_plan", "usctec_auto_plan",
+           "dynamic_plan",
+           "ideal_time", "step_code"]
 
 
 def usctec_plan(placement, available, speeds, L, S):
@@ -36,13 +38,52 @@ def uncoded_plan(placement, available, speeds, L, S):
     return plan_step(placement, available, np.ones(len(tuple(available))), 1, 0)
 
 
+def proportional_plan(placement, available, speeds, L, S):
+    """Uncoded, rows split in proportion to the speed estimates (``L=1, S=0``), wait for all."""
+    from .usctec import plan_step
+
+    return plan_step(placement, available, speeds, 1, 0)
+
+
+def usctec_pull_plan(placement, available, speeds, L, S):
+    """USCTEC executed by pulling (the default, :mod:`.policies.pull`): the plan for ``(L, 0)``,
+    with ``S`` coded backups per piece computed by machines that would otherwise be idle."""
+    from .policies.pull import coded_pull_plan
+
+    return coded_pull_plan(placement, available, speeds, L, S)
+
+
+def usctec_auto_plan(placement, available, speeds, L, S):
+    """The default: :func:`usctec_pull_plan` with the whole ``(L, S)`` plan beside it, which
+    the driver dispatches at once when the step is too short for pulling to pay."""
+    from .policies.pull import coded_pull_plan
+
+    return coded_pull_plan(placement, available, speeds, L, S, eager=True)
+
+
+def dynamic_plan(placement, available, speeds, L, S):
+    """The hand-written baseline (:mod:`.policies.pull`): uncoded chunks pulled by the machines,
+    backup copies once none is left."""
+    from .policies.pull import dynamic_plan as plan
+
+    return plan(placement, available, speeds, 1, 0)
+
+
 POLICIES: dict[str, Callable] = {
+    "usctec-auto": usctec_auto_plan,
+    "usctec-pull": usctec_pull_plan,
     "usctec": usctec_plan,
+    "dynamic": dynamic_plan,
+    "proportional": proportional_plan,
     "cyclic": cyclic_plan,
     "uncoded": uncoded_plan,
     # the uncoded split, executed with speculative backup tasks (see SPECULATION)
     "speculative": uncoded_plan,
 }
+
+PULL = frozenset({"usctec-auto", "usctec-pull", "dynamic"})
+"""Policies executed by pulling units (:mod:`elastic_coded.runtime.pull`) rather than by
+dispatching the whole plan at once."""
 
 #: Policies whose execution launches backup copies: a task running longer than this multiple of
 #: the median completed task's time gets a copy on a machine holding a replica of its rows, and
@@ -50,7 +91,7 @@ POLICIES: dict[str, Callable] = {
 SPECULATION: dict[str, float] = {"speculative": 1.5}
 
 
-UNCODED = frozenset({"uncoded", "speculative"})
+UNCODED = frozenset({"uncoded", "speculative", "dynamic", "proportional"})
 """Policies that plan the uncoded split (``L = 1, S = 0``)."""
 
 

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
-from ..schemes.registry import SPECULATION, get_policy
+from ..schemes.registry import POLICIES, PULL, SPECULATION, get_policy
 from .executor import SPEED_BLIND, Speculation
 from .hetero import HeteroVariant
 from .unified import UnifiedVariant
@@ -42,6 +42,11 @@ class Variant:
             raise ValueError(f"name: a non-empty string, got {self.name!r}")
         if isinstance(self.plan, str):
             get_policy(self.plan)
+            if self.plan in PULL:
+                raise ValueError(f"plan: {self.plan!r} pulls units as machines free up, which "
+                                 f"the runtime runs (benchmarks/bench_schedulers.py); the "
+                                 f"simulator models plans dispatched whole: "
+                                 f"{sorted(set(POLICIES) - PULL)}")
         elif not callable(self.plan):
             raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
         if self.placement not in ("cyclic", "design"):

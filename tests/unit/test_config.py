@@ -7,19 +7,19 @@ from fractions import Fraction
 import pytest
 
 from elastic_coded.config import ConfigError, load_config, parse_config
-from elastic_coded.schemes.policies import HeteroOptions, UnifiedOptions
+from elastic_coded.schemes.policies import HeteroOptions, PullOptions, UnifiedOptions
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
 
-@pytest.mark.parametrize("name, policy", [("quickstart.yaml", "usctec"),
+@pytest.mark.parametrize("name, policy", [("quickstart.yaml", "usctec-auto"),
                                           ("unified.yaml", "unified"),
                                           ("hetero.yaml", "hetero")])
 def test_examples_parse(name, policy):
     cfg = load_config(os.path.join(EXAMPLES, name))
     assert cfg.policy == policy
-    if policy == "usctec":
-        assert cfg.options is None and cfg.masters == ()
+    if policy == "usctec-auto":
+        assert cfg.options == PullOptions() and cfg.masters == ()
     elif policy == "unified":
         assert cfg.options == UnifiedOptions(mu=Fraction(1, 2), q=4, N=4)
     else:
@@ -30,11 +30,11 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
 
 
 @pytest.mark.parametrize("doc, match", [
-    ({"policy": "nope"}, r"'policy': 'nope' must be one of \['cyclic', 'hetero'"),
+    ({"policy": "nope"}, r"'policy': 'nope' must be one of \['cyclic', 'dynamic', 'hetero'"),
     ({"policy": "unified", "options": {"mu": "x"}}, r"'options': mu: 'x' is not a storage"),
     ({"policy": "unified", "options": {"K": 3}}, r"'options': options: \['K'\] are not options"),
     ({"policy": "unified", "options": [1]}, r"'options': \[1\] must be a mapping"),
-    ({"policy": "usctec", "options": {"mu": 1}}, r"are not options of policy 'usctec'; known: none"),
+    ({"policy": "usctec", "options": {"mu": 1}}, r"are not options of policy 'usctec'; known: \['units', 'chunks', 'depth', 'call_cost_s'\]"),
     ({"policy": "hetero"}, r"'masters': None must be a non-empty list of \{rows, cols\}"),
     ({"policy": "hetero", "masters": [{"rows": 0, "cols": 3}]}, r"'masters\[0\]'|'rows': 0"),
     ({"policy": "unified", "masters": [{"rows": 3, "cols": 3}]}, r"is only for policy 'hetero'"),

@@ -1,8 +1,8 @@
 """Every policy of the one runtime, by name, with its storage family and typed options.  Pure.
 
 A *family* is what the machines store: ``usctec`` (uncoded rows of ``A``; the policies
-``usctec``, ``cyclic``, ``uncoded`` and ``speculative`` plan over it and may be switched per
-step), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows per master, MATH.md §3).
+``usctec-auto`` (the default), ``usctec-pull``, ``usctec``, ``cyclic``, ``uncoded``, ``speculative``, ``dynamic``
+and ``proportional`` plan over it and may be switched per step; options: :class:`PullOptions`), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows per master, MATH.md §3).
 """
 
 from __future__ import annotations
@@ -11,18 +11,20 @@ from dataclasses import fields
 from typing import Mapping
 
 from .hetero import HeteroOptions
+from .pull import PullOptions
 from .unified import UnifiedOptions
 
 __all__ = ["FAMILY", "POLICY_NAMES", "family_of", "parse_options", "HeteroOptions",
-           "UnifiedOptions"]
+           "PullOptions", "UnifiedOptions"]
 
-FAMILY = {"usctec": "usctec", "cyclic": "usctec", "uncoded": "usctec", "speculative": "usctec",
+FAMILY = {"usctec-auto": "usctec", "usctec-pull": "usctec", "usctec": "usctec", "cyclic": "usctec", "uncoded": "usctec",
+          "speculative": "usctec", "dynamic": "usctec", "proportional": "usctec",
           "unified": "unified", "hetero": "hetero"}
 """Policy name -> storage family."""
 
 POLICY_NAMES = tuple(sorted(FAMILY))
 
-_OPTIONS = {"unified": UnifiedOptions, "hetero": HeteroOptions}
+_OPTIONS = {"usctec": PullOptions, "unified": UnifiedOptions, "hetero": HeteroOptions}
 
 
 def family_of(policy) -> str:

@@ -1,0 +1,325 @@
+"""The pull step driver: ``usctec-pull`` (the default) and the ``dynamic`` baseline on the one
+runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
+
+Every machine keeps ``depth`` units in flight (the next waits on the machine while one
+computes); each result is filed into the :class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`
+and the machine is given its next unit.  When a piece decodes, its units still running are
+cancelled, so their machines move on.  A machine that dies gives its units back to the queue;
+rows no live machine stores are re-planned by the controller (its ``recover``).  While machines
+sit idle, the driver wakes every ``tick`` seconds so a coded backup can start once a unit is
+overdue.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import ray
+
+from ..algebra.lagrange import lagrange_code
+from ..schemes.policies import pull as pl
+from ..schemes.policies.collect import LagrangeCollector
+from ..schemes.reference import assemble
+from ..schemes.wire import Call, TaskSpec
+from .gather import Gather
+
+__all__ = ["run_pull", "PullGather", "FINE"]
+
+EAGER_DEADLINE = 1.5
+"""``usctec-auto``'s backup factor when it dispatches a whole plan: a call running 1.5x the
+median completed call gets coded backups (a third straggler in a piece costs half a step, not
+the cluster's default 3x)."""
+
+FINE = 3
+"""Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
+each, so a machine that runs out of work can take over a third of a call."""
+
+
+@dataclass
+class PullGather(Gather):
+    """The gather accounting of a pull step, plus the units outrun: machines whose unit was
+    cancelled after it started because its piece decoded from others (the stragglers)."""
+
+    outrun: set = field(default_factory=set)
+    cancelled: int = 0
+
+    def stragglers(self) -> tuple:
+        return tuple(sorted(self.outrun | {m for m, _, _ in self.pending.values()}, key=str))
+
+
+def _rates(cl, plan, total: int, speeds: dict) -> dict:
+    """Products per second expected of each machine before it returns a unit: its speed
+    estimate times the products per second per unit of speed (emulation: ``total /
+    time_scale``; otherwise the last pull step's measured figure, or a first guess)."""
+    if cl.time_scale > 0:
+        per = total / cl.time_scale
+    else:
+        per = getattr(cl, "_pull_rate", None) or 1e8
+    return {m: float(speeds.get(m, 1.0)) * per for m in plan.available}
+
+
+def _expected_s(cl, plan, rates: dict, total: int) -> float:
+    work = {m: 0 for m in plan.available}
+    cols = max(1, total // max(1, plan.num_rows))
+    for m, ts in plan.tasks().items():
+        work[m] = sum(t.rows[1] - t.rows[0] for t in ts) * cols / plan.L
+    return max((w / rates[m] for m, w in work.items() if w), default=0.0)
+
+
+def _layout(cl, plan: pl.PullPlan, prep, total: int, rates: dict):
+    """The step's sub-divided plan and its queue."""
+    opts = cl.options or pl.PullOptions()
+    if plan.copies:
+        n = opts.chunks * len(plan.available)
+        if n != plan.chunks:
+            plan = pl.dynamic_plan(prep.storage, plan.available, plan.speeds, 1, 0, chunks=n)
+        units = [pl.Unit(pi, 0, plan.groups[p.group].rows, p.cols)
+                 for pi, p in enumerate(plan.pieces)]
+        prod = {u: u.num_rows * total // plan.num_rows for u in units}
+        return plan, pl.DynamicQueue(units, plan.holders, prod)
+    u = opts.units
+    expected = _expected_s(cl, plan, rates, total)
+    if u == "auto":
+        u = pl.units_for(expected, len(plan.available), opts.call_cost_s)
+    sub, queues = pl.subdivide(plan, FINE * u)
+    cols = total // plan.num_rows / plan.L
+    prod = {}
+    for piece in range(len(sub.pieces)):  # every position: backups use the unplanned ones
+        rows = sub.groups[sub.pieces[piece].group].rows
+        for pos in range(sub.K):
+            prod[pl.Unit(piece, pos, rows, sub.pieces[piece].cols)] = \
+                int((rows[1] - rows[0]) * cols)
+    return sub, pl.CodedQueue(queues, sub.L, sub.K, sub.holders, prod, rates,
+                              batch_s=expected / u)
+
+
+def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
+    """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
+    from .steps import Outcome
+
+    plan: pl.PullPlan = prep.plan
+    if plan.eager is not None:
+        mode = pl.choose_mode(_history(cl, policy), _pull_pays(cl, plan, prep, B.shape[1]))
+        if mode != "pull":
+            return _run_whole(cl, B, ev, prep, mode)
+    t1 = time.perf_counter()
+    r = B.shape[1]
+    pad = (-r) % plan.L
+    if pad:
+        B = np.concatenate([B, cl.F.zeros((B.shape[0], pad))], axis=1)
+    code = lagrange_code(cl.F, plan.L, plan.S)
+    coded = code.encode(B)
+    refs = [ray.put(coded[p]) for p in range(code.K)]
+    t2 = time.perf_counter()
+    total = plan.num_rows * r
+    rates = _rates(cl, plan, plan.num_rows * B.shape[1], prep.speeds)
+    sub, q = _layout(cl, plan, prep, plan.num_rows * B.shape[1], rates)
+    col = LagrangeCollector(sub, code)
+    g = PullGather(refs, cl._handles, col, lambda m, c: [])
+    g.cols_of = {p: coded.shape[2] for p in range(code.K)}
+    _Loop(cl, g, q, col, ev, total, (cl.options or pl.PullOptions()).depth).run()
+    td = time.perf_counter()
+    Y = assemble(sub, col.decoded, coded.shape[2], cl.F.dtype)[:, :r]
+    if g.finished and cl.time_scale <= 0:
+        cl._pull_rate = _measured_rate(g, prep.speeds)
+    extra = {"units": len(q.products) if plan.copies else sum(len(p.machines)
+                                                               for p in sub.pieces),
+             "pieces": len(sub.pieces), "cancelled": g.cancelled, "mode": "pull",
+             "slowed": slowed(g, prep.speeds, total, cl.time_scale or 1.0),
+             "stolen": getattr(q, "stolen", 0)}
+    g.backups = q.backups
+    return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
+                      collector=col)
+
+
+def _pull_pays(cl, plan: pl.PullPlan, prep, r: int) -> bool:
+    """``usctec-auto``: whether this step pulls (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`)."""
+    opts = cl.options or pl.PullOptions()
+    total = plan.num_rows * (r + (-r) % plan.L)
+    expected = _expected_s(cl, plan, _rates(cl, plan, total, prep.speeds), total)
+    u = opts.units if opts.units != "auto" else \
+        pl.units_for(expected, len(plan.available), opts.call_cost_s)
+    return pl.prefer_pull(expected, plan.L, plan.S, len(plan.available), u, opts.call_cost_s)
+
+
+def _history(cl, policy: str, window: int = 2 * pl.PROBE_EVERY) -> list:
+    """``(observed, slowed)`` for the cluster's recent steps of ``policy`` (see
+    :func:`~elastic_coded.schemes.policies.pull.choose_mode`)."""
+    mine = [r for r in cl.reports[-16 * window:] if r.policy == policy and r.extra]
+    return [(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine][-window:]
+
+
+def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3) -> tuple:
+    """Machines whose speed measured in the step (or its upper bound, for a call cancelled)
+    over their estimate was below ``factor`` times the step's median of that ratio: the step's
+    stragglers as observed (the median takes out what every call pays alike, such as the
+    runtime's own time on very short calls)."""
+    ratio = {m: v / float(speeds[m]) for m, (v, _) in g.measured_speeds(total, scale).items()
+             if m in speeds and float(speeds[m]) > 0}
+    if not ratio:
+        return ()
+    med = float(np.median(list(ratio.values())))
+    return tuple(sorted((m for m, x in ratio.items() if x < factor * med), key=str))
+
+
+def _run_whole(cl, B, ev, prep, mode: str):
+    """``usctec-auto`` dispatching a whole plan at once (``usctec``'s execution): the ``(L, S)``
+    plan (``"eager"``) or the ``(L, 0)`` one (``"lean"``)."""
+    from .steps import run_lagrange
+
+    plan = prep.plan.eager if mode == "eager" else prep.plan.base
+    prep = replace(prep, plan=plan)
+    Y, out = run_lagrange(cl, B, "usctec", ev, prep, deadline=EAGER_DEADLINE)
+    out.prep = prep
+    out.extra = dict(out.extra, mode=mode)
+    return Y, out
+
+
+def _measured_rate(g: PullGather, speeds: dict) -> float | None:
+    vals = [o.products / o.elapsed_s / float(speeds.get(m, 1.0))
+            for m, o in g.finished.items() if o.elapsed_s > 0 and o.products > 0]
+    return float(np.median(vals)) if vals else None
+
+
+class _Loop:
+    """One pull step's event loop over a :class:`PullGather` and a queue."""
+
+    def __init__(self, cl, g: PullGather, q, col, ev, total: int, depth: int):
+        self.cl, self.g, self.q, self.col, self.ev = cl, g, q, col, ev
+        self.total, self.depth = total, depth
+        self.calls: dict = {}      # machine -> calls sent (a scripted crash takes the first)
+        # the coded rules look at the clock (a call becomes overdue); dynamic's only at arrivals
+        batch = getattr(q, "batch_s", None)
+        self.tick = None if batch is None else max(0.005, 0.05 * batch)
+
+    def run(self) -> None:
+        g, col = self.g, self.col
+        g.t_last = time.perf_counter()
+        try:
+            self._fill_all()
+            while not col.done:
+                if not g.pending:
+                    self._rescue()
+                    if not g.pending:
+                        raise RuntimeError("step: results ran out before every output decoded")
+                idle = self.tick is not None and any(
+                    self.q.calls_in_flight(m) < self.depth for m in self._live())
+                ready, _ = ray.wait(list(g.pending), num_returns=1,
+                                    timeout=self.tick if idle else None)
+                if ready:
+                    self._take(ready[0])
+                self._fill_all()
+        finally:
+            for ref in list(g.pending):
+                ray.cancel(ref)
+                self._forget(ref, time.perf_counter())
+
+    def _live(self) -> list:
+        return [m for m in self.cl._handles if m not in self.q.dead]
+
+    def _fill_all(self) -> None:
+        now = time.perf_counter()
+        self.q.refresh(now)
+        for m in self._live():
+            while self.q.calls_in_flight(m) < self.depth:
+                units = self.q.next_for(m, now)
+                if not units:
+                    break
+                self._send(m, units, now)
+
+    def _send(self, m, units: list, now: float) -> None:
+        first = self.calls.get(m, 0) == 0
+        self.calls[m] = self.calls.get(m, 0) + 1
+        crash = 0.5 if first and m in self.ev.crash else None
+        tasks = tuple(TaskSpec("A", u.rows, u.position, u.cols, u.piece, u.position)
+                      for u in units)
+        call = Call(self.cl._step, tasks, self.total, float(self.ev.slow.get(m, 1.0)),
+                    crash_at=crash)
+        ref = self.g.dispatch(m, None, call)
+        self.q.sent(m, units, ref, now)
+
+    def _take(self, ref) -> None:
+        g = self.g
+        m, call, _ = g.pending.pop(ref)
+        now = time.perf_counter()
+        try:
+            out = ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            self.q.dropped(m, ref, now)
+            return
+        except ray.exceptions.RayActorError:
+            self._lost(m)
+            return
+        self.q.finished(m, ref, now, out.elapsed_s)
+        g.done_times.append(out.elapsed_s)
+        g.finished.setdefault(m, out)
+        useful = False
+        for task, H in zip(call.tasks, out.results):
+            useful |= self.col.add(m, task, H)
+        if not useful:
+            g.wasted += out.products
+            return
+        g.slowest = max(g.slowest, out.elapsed_s)
+        g.t_last = now
+        for piece in {t.piece for t in call.tasks}:
+            if piece in self.col.decoded and piece not in self.q.complete:
+                for m2, key in self.q.decoded(piece):
+                    self._cancel(m2, key, now)
+
+    def _cancel(self, m, ref, now: float) -> None:
+        if ref not in self.g.pending:
+            return
+        started = self.q.running.get(m) and self.q.running[m][0].key == ref
+        try:
+            ray.cancel(ref)
+        except Exception:  # its actor is gone: its error arrives with the others
+            pass
+        if started:
+            self.g.outrun.add(m)
+        self._forget(ref, now, started)
+        self.q.dropped(m, ref, now)
+        self.g.cancelled += 1
+
+    def _forget(self, ref, now: float, started: bool | None = None) -> None:
+        """A call given up: products never started are taken off the dispatched count; those
+        started count as wasted (the whole unit: an upper bound on the work done)."""
+        g = self.g
+        entry = g.pending.pop(ref, None)
+        if entry is None:
+            return
+        m, call, _ = entry
+        if started is None:
+            started = self.q.started(m, ref)
+        prods = sum(t.num_rows * g._cols(t) for t in call.tasks)
+        if started:
+            g.wasted += prods
+        else:
+            g.products -= prods
+            g.rows_dispatched -= sum(t.num_rows for t in call.tasks)
+
+    def _lost(self, m) -> None:
+        g = self.g
+        g.failed.append(m)
+        for ref in [r for r, (mm, _, _) in g.pending.items() if mm == m]:
+            g.pending.pop(ref)
+        self.q.lost(m)
+        self.cl._ctrl("mark_dead", [m])
+
+    def _rescue(self) -> None:
+        """Nothing in flight and pieces left: their units have no live holder.  The controller
+        re-plans them (copying rows where no live machine stores them)."""
+        lost = [TaskSpec("A", u.rows, u.position, u.cols, u.piece, u.position)
+                for u in self.q.orphans if u.piece not in self.col.decoded]
+        if not lost:
+            need = [pi for pi in range(len(self.col.plan.pieces)) if pi not in self.col.decoded]
+            for pi in need:
+                rows = self.col.plan.groups[self.col.plan.pieces[pi].group].rows
+                have = set(self.col.results[pi])
+                lost += [TaskSpec("A", rows, p, None, pi, p) for p in range(self.col.code.K)
+                         if p not in have][:self.col.plan.L - len(have)]
+        self.q.orphans.clear()
+        for re in self.cl._ctrl("recover", lost, []):
+            self.cl._handles[re.machine] = re.handle
+            self.g.dispatch(re.machine, re.handle, Call(self.cl._step, re.tasks, self.total))

@@ -1,0 +1,557 @@
+"""Pull execution of a step: machines pull small *units* of work as they free up.  Pure: no Ray.
+
+Two policies run this way on the runtime (:mod:`elastic_coded.runtime.pull` drives them):
+
+* ``usctec`` (the default): the controller's USCTEC plan for ``(L, 0)`` spreads each row group's
+  ``L`` Lagrange positions over machines storing it, with loads in proportion to the speed
+  estimates (MATH.md §1).  Every group is cut into sub-groups (:func:`subdivide`), so a machine
+  holds a short queue of units ``(sub-group, position)``.  The ``S`` redundant positions of the
+  code are never dispatched up front: they are *coded backups*, computed by machines that would
+  otherwise sit idle, for the pieces whose ``L``-th result is expected last, and useful whoever
+  finishes first.  A machine that runs out of work also takes queued units from the machine
+  expected to finish last (work stealing).  :class:`CodedQueue` holds the rules.
+* ``dynamic``: the baseline a Ray user writes by hand (:class:`DynamicQueue`): ``A``'s rows cut
+  into equal uncoded chunks, every machine pulling the next chunk among the rows it stores, and,
+  once no chunk is left, a backup copy of each chunk still running on an idle machine that
+  stores it; the first copy to arrive wins.
+
+Both queues answer :meth:`next_for` (the next unit for a machine that has room), and are told
+what started, finished and was lost.  Times are seconds of the caller's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from ..plan import Group, Piece, StepPlan
+
+__all__ = ["Unit", "PullPlan", "PullOptions", "subdivide", "units_for", "CodedQueue",
+           "DynamicQueue", "chunk_rows", "coded_pull_plan", "dynamic_plan", "prefer_pull",
+           "choose_mode", "AUTO_UNITS", "PROBE_EVERY"]
+
+AUTO_UNITS = (2, 8)
+"""The fewest and most units a machine's share is cut into when the count is chosen from the
+step's expected time (:func:`units_for`)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """``A[rows] @ B~_position[:, cols]`` for ``piece`` (an index into the pieces)."""
+
+    piece: int
+    position: int
+    rows: tuple
+    cols: tuple | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return self.rows[1] - self.rows[0]
+
+
+@dataclass(frozen=True)
+class PullPlan:
+    """A step to execute by pulling: ``base`` is the controller's plan (``L`` positions per
+    piece, ``S = 0``), ``S`` the coded backups each piece may get (0: uncoded copies, the
+    ``dynamic`` baseline), ``holders[g]`` the present machines storing group ``g`` entirely."""
+
+    base: StepPlan
+    S: int
+    holders: tuple
+    copies: bool = False
+    chunks: int = 0
+    """``dynamic`` only: the number of equal row chunks (0: one group per block of rows)."""
+    eager: StepPlan | None = None
+    """``usctec-auto`` only: the USCTEC plan for ``(L, S)``, dispatched whole when the step is
+    too short for pulling to pay (:func:`prefer_pull`)."""
+
+    L = property(lambda self: self.base.L)
+    K = property(lambda self: self.base.L + self.S)
+    num_rows = property(lambda self: self.base.num_rows)
+    available = property(lambda self: self.base.available)
+    speeds = property(lambda self: self.base.speeds)
+    groups = property(lambda self: self.base.groups)
+    pieces = property(lambda self: self.base.pieces)
+    c = property(lambda self: self.base.c)
+    c_int = property(lambda self: self.base.c_int)
+
+    def iter_pieces(self):
+        return self.base.iter_pieces()
+
+    def tasks(self) -> dict:
+        return self.base.tasks()
+
+    def __repr__(self) -> str:
+        kind = "copies" if self.copies else f"S={self.S} coded backups"
+        return f"PullPlan({self.base!r}, {kind})"
+
+
+def _split(a: int, b: int, n: int) -> list[tuple[int, int]]:
+    n = max(1, min(n, b - a))
+    cuts = [a + (b - a) * i // n for i in range(n + 1)]
+    return [(cuts[i], cuts[i + 1]) for i in range(n)]
+
+
+def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
+    """``plan`` with every group cut into sub-groups, so that each machine's share comes in
+    about ``units`` units (a group is cut into ``ceil(units * |group| / rows)`` sub-groups,
+    ``rows`` the smallest share of the machines computing it).  Returns the new plan and
+    ``{machine: [Unit, ...]}``, every machine's units in order."""
+    if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+        raise ValueError(f"units: must be an int >= 1, got {units!r}")
+    base = plan.base
+    share = base.rows_computed()
+    groups, pieces, holders = [], [], []
+    for g, grp in enumerate(base.groups):
+        mine = [p for p in base.pieces if p.group == g]
+        least = min((share[m] for p in mine for m in p.machines), default=grp.size)
+        n = math.ceil(units * grp.size / max(1, least))
+        for a, b in _split(*grp.rows, n):
+            gi = len(groups)
+            groups.append(Group((a, b), grp.gamma * (b - a) / grp.size, grp.machines))
+            holders.append(plan.holders[g])
+            pieces.extend(Piece(gi, p.cols, p.machines) for p in mine)
+    new_base = replace(base, groups=tuple(groups), pieces=tuple(pieces), _tasks=None)
+    out = replace(plan, base=new_base, holders=tuple(holders))
+    queues: dict = {m: [] for m in base.available}
+    for pi, piece in enumerate(new_base.pieces):
+        for pos, m in enumerate(piece.machines):
+            queues[m].append(Unit(pi, pos, groups[piece.group].rows, piece.cols))
+    return out, {m: q for m, q in queues.items() if q}
+
+
+def units_for(expected_s: float, machines: int, call_cost_s: float,
+              bounds: tuple = AUTO_UNITS) -> int:
+    """How many units a machine's share is cut into: as many as keep the driver's cost of the
+    calls (``call_cost_s`` each, ``machines`` machines) within a quarter of the step's expected
+    time ``expected_s``, between ``bounds``."""
+    lo, hi = bounds
+    if not expected_s > 0 or not call_cost_s > 0:
+        return hi
+    n = int(0.25 * expected_s / (call_cost_s * max(1, machines)))
+    return max(lo, min(hi, n))
+
+
+def chunk_rows(placement_blocks, num_rows: int, chunks: int) -> list[tuple[int, int]]:
+    """``dynamic``'s chunks: the rows cut into about ``chunks`` equal ranges, each also cut at
+    the placement's block boundaries (a chunk is stored whole by every holder of its block)."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunks: must be an int >= 1, got {chunks!r}")
+    size = max(1, -(-num_rows // chunks))
+    cuts = set(range(0, num_rows, size)) | {num_rows}
+    cuts |= {blk.start for blk in placement_blocks} | {blk.stop for blk in placement_blocks}
+    c = sorted(x for x in cuts if 0 <= x <= num_rows)
+    return [(c[i], c[i + 1]) for i in range(len(c) - 1)]
+
+
+# -- the queues ----------------------------------------------------------------------------------
+
+@dataclass
+class _Running:
+    unit: Unit
+    key: object
+    start: float | None = None   # known once the call ahead of it on the machine finished
+
+
+@dataclass
+class _Base:
+    """What both queues keep: units running (by call), results, machine rates."""
+
+    need: int
+    holders: tuple                     # holders[piece] -> machines storing its rows
+    products: dict                     # unit -> products (rows x columns)
+    rate: dict = field(default_factory=dict)      # machine -> products per second
+    running: dict = field(default_factory=dict)   # machine -> [_Running, ...] in FIFO order
+    done: dict = field(default_factory=dict)      # piece -> positions finished
+    complete: set = field(default_factory=set)
+    dead: set = field(default_factory=set)
+    orphans: list = field(default_factory=list)
+    pos: dict = field(default_factory=dict)       # piece -> {position: calls running it}
+    stuck: dict = field(default_factory=dict)     # piece -> {position: of those, stuck}
+
+    def can_run(self, m, unit: Unit) -> bool:
+        return m in self.holders[unit.piece]
+
+    def calls_in_flight(self, m) -> int:
+        return len({r.key for r in self.running.get(m, [])})
+
+    def running_positions(self, piece: int) -> set:
+        live = self.stuck.get(piece, {})
+        return {p for p, n in self.pos.get(piece, {}).items() if n > live.get(p, 0)}
+
+    def covered(self, piece: int) -> bool:
+        """``piece`` decoded, or enough of its positions finished or under way (a unit waiting
+        behind an overdue call on its machine does not count: see :meth:`refresh`)."""
+        if piece in self.complete:
+            return True
+        return len(self.done.get(piece, set()) | self.running_positions(piece)) >= self.need
+
+    def refresh(self, now: float) -> None:
+        """Called before a round of :meth:`next_for` at time ``now`` (no-op here)."""
+
+    def _count(self, units, step: int) -> None:
+        for u in units:
+            d = self.pos.setdefault(u.piece, {})
+            d[u.position] = d.get(u.position, 0) + step
+
+    # -- events ----------------------------------------------------------------------------
+    def sent(self, m, units, key, now: float) -> None:
+        """The call ``key`` with ``units`` (run in order) went to ``m``."""
+        rs = self.running.setdefault(m, [])
+        idle = not rs
+        rs.extend(_Running(u, key, now if idle else None) for u in units)
+        self._count(units, 1)
+
+    def _restart(self, m, now: float) -> None:
+        rs = self.running.get(m, [])
+        if rs and rs[0].start is None:
+            key = rs[0].key
+            for r in rs:
+                if r.key == key:
+                    r.start = now
+
+    def finished(self, m, key, now: float, elapsed: float) -> list:
+        """The call ``key`` came back from ``m`` after computing ``elapsed`` seconds: its
+        units (empty when the call is not one of this queue's)."""
+        rs = self.running.get(m, [])
+        mine = [r.unit for r in rs if r.key == key]
+        self.running[m] = [r for r in rs if r.key != key]
+        self._count(mine, -1)
+        self._restart(m, now)
+        if mine and elapsed > 0:
+            obs = sum(self.products[u] for u in mine) / elapsed
+            self.rate[m] = obs if m not in self.rate else 0.5 * (self.rate[m] + obs)
+        for u in mine:
+            self.done.setdefault(u.piece, set()).add(u.position)
+        return mine
+
+    def dropped(self, m, key, now: float) -> None:
+        """The call ``key`` on ``m`` was cancelled."""
+        rs = self.running.get(m, [])
+        self._count([r.unit for r in rs if r.key == key], -1)
+        self.running[m] = [r for r in rs if r.key != key]
+        self._restart(m, now)
+
+    def started(self, m, key) -> bool:
+        rs = self.running.get(m, [])
+        return bool(rs) and rs[0].key == key
+
+    def decoded(self, piece: int) -> list:
+        """``piece`` decoded: the calls ``[(machine, key), ...]`` still running that hold
+        nothing else still needed, to cancel."""
+        self.complete.add(piece)
+        out = []
+        for m, rs in self.running.items():
+            for key in dict.fromkeys(r.key for r in rs):
+                if all(r.unit.piece in self.complete for r in rs if r.key == key):
+                    out.append((m, key))
+        return out
+
+    def lost(self, m) -> None:
+        """``m`` died: its running units go back to the queue."""
+        self.dead.add(m)
+        gone = [r.unit for r in self.running.pop(m, [])]
+        self._count(gone, -1)
+        self.orphans.extend(gone)
+
+    def _orphan_for(self, m) -> list:
+        for i, u in enumerate(self.orphans):
+            if self.covered(u.piece):
+                continue
+            if self.can_run(m, u):
+                return [self.orphans.pop(i)]
+        return []
+
+
+class CodedQueue(_Base):
+    """The ``usctec-pull`` rules (see the module docstring).  ``queues[m]``: the units planned
+    on ``m``, in order; ``K``: positions of the code (``L + S``); ``rate``: products per second
+    expected of each machine until it returns a call in this step; ``batch_s``: the expected
+    duration of one call of planned units (several units go in one call)."""
+
+    def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
+                 rate: dict, batch_s: float = 0.0, margin: float = 0.1):
+        super().__init__(need, holders, products, dict(rate))
+        self.queues = {m: list(q) for m, q in queues.items()}
+        self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.stolen = self.backups = 0
+        self.returned: set = set()
+
+    def finished(self, m, key, now: float, elapsed: float) -> list:
+        self.returned.add(m)
+        return super().finished(m, key, now, elapsed)
+
+    # expected times --------------------------------------------------------------------------
+    def _rate(self, m) -> float:
+        return self.rate.get(m) or 1e-9
+
+    def _finish_times(self, m, now: float) -> list[tuple[_Running, float]]:
+        """Expected finish of each unit running on ``m`` (a call overdue is expected to take
+        as long again as it has taken so far)."""
+        out, t = [], now
+        for r in self.running.get(m, []):
+            start = r.start if r.start is not None else t
+            est = start + self.products[r.unit] / self._rate(m)
+            if est < now:
+                est = now + (now - start)
+            t = max(t, est)
+            out.append((r, t))
+        return out
+
+    def refresh(self, now: float) -> None:
+        """Units in a call waiting behind an overdue one on its machine are *stuck*: they no
+        longer cover their piece, so idle machines may compute the piece elsewhere."""
+        self.stuck = {}
+        for m, rs in self.running.items():
+            if not rs or rs[0].start is None:
+                continue
+            head = rs[0].key
+            work = sum(self.products[r.unit] for r in rs if r.key == head)
+            if now <= rs[0].start + work / self._rate(m):
+                continue
+            for r in rs:
+                if r.key != head:
+                    d = self.stuck.setdefault(r.unit.piece, {})
+                    d[r.unit.position] = d.get(r.unit.position, 0) + 1
+
+    def _free_at(self, m, now: float) -> float:
+        ft = self._finish_times(m, now)
+        return ft[-1][1] if ft else now
+
+    def _queue_end(self, m, now: float) -> float:
+        work = sum(self.products[u] for u in self.queues.get(m, ()) if not self.covered(u.piece))
+        return self._free_at(m, now) + work / self._rate(m)
+
+    # the rules -------------------------------------------------------------------------------
+    def next_for(self, m, now: float) -> list:
+        """The next call's units for ``m``: a lost unit, its own next needed units (about
+        ``batch_s`` of work), a unit stolen from the machine expected to finish last, or a
+        coded backup; ``[]`` when nothing helps."""
+        if m in self.dead:
+            return []
+        out = self._orphan_for(m)
+        if out:
+            return out
+        q = self.queues.get(m, [])
+        # slow start: one unit per call until the machine has returned one in this step, so a
+        # machine that straggles from the start holds little; then calls of ``batch_s``
+        budget = self.batch_s * self._rate(m) if m in self.returned else 0.0
+        work = 0.0
+        while q and (not out or work + self.products[q[0]] <= budget * 1.000001):
+            u = q.pop(0)
+            if not self.covered(u.piece):
+                out.append(u)
+                work += self.products[u]
+        if out:
+            return out
+        u = self._steal(m, now)
+        if u is not None:
+            self.stolen += 1
+            return [u]
+        u = self._backup(m, now)
+        if u is not None:
+            self.backups += 1
+            return [u]
+        return []
+
+    def _steal(self, m, now: float) -> Unit | None:
+        """The last needed unit ``m`` can run of the queue expected to end last, if ``m``
+        would finish it before that queue ends."""
+        mine_free = self._free_at(m, now)
+        best = None
+        for v, q in self.queues.items():
+            if v == m or not q:
+                continue
+            end = self._queue_end(v, now)
+            for i in range(len(q) - 1, -1, -1):
+                u = q[i]
+                if self.covered(u.piece) or not self.can_run(m, u):
+                    continue
+                if mine_free + self.products[u] / self._rate(m) < end and \
+                        (best is None or end > best[0]):
+                    best = (end, v, i)
+                break
+        if best is None:
+            return None
+        _, v, i = best
+        return self.queues[v].pop(i)
+
+    def _backup(self, m, now: float) -> Unit | None:
+        """A coded backup: an unused position of the piece whose ``L``-th result is expected
+        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least)."""
+        fin: dict = {}
+        for v in self.running:
+            for r, t in self._finish_times(v, now):
+                fin.setdefault(r.unit.piece, []).append((t, r.unit))
+        mine_free = self._free_at(m, now)
+        best = None
+        for piece, lst in fin.items():
+            if piece in self.complete or m not in self.holders[piece]:
+                continue
+            used = self.done.get(piece, set()) | {u.position for _, u in lst}
+            free = [p for p in range(self.K) if p not in used]
+            k = self.need - len(self.done.get(piece, set()))   # results still needed
+            if not free or k <= 0 or k > len(lst):
+                continue
+            times = sorted(t for t, _ in lst)
+            unit = lst[0][1]
+            mine = mine_free + self.products[unit] / self._rate(m)
+            gain = times[k - 1] - sorted(times + [mine])[k - 1]
+            if gain > self.margin * (times[k - 1] - now) and (best is None or gain > best[0]):
+                best = (gain, replace(unit, position=free[0]))
+        return None if best is None else best[1]
+
+
+class DynamicQueue(_Base):
+    """The ``dynamic`` baseline's rules (see the module docstring): one queue of chunks in row
+    order; a machine takes the first it stores; once none is left, it takes a backup copy of
+    the longest-running chunk it stores that has no copy yet and is not its own."""
+
+    def __init__(self, chunks: list, holders: tuple, products: dict):
+        super().__init__(1, holders, products)
+        self.queue = list(chunks)
+        self.copied: set = set()
+        self.sent_at: dict = {}
+        self.backups = 0
+
+    def sent(self, m, units, key, now: float) -> None:
+        super().sent(m, units, key, now)
+        for u in units:
+            self.sent_at.setdefault(u.piece, now)
+
+    def next_for(self, m, now: float) -> list:
+        if m in self.dead:
+            return []
+        out = self._orphan_for(m)
+        if out:
+            return out
+        for i, u in enumerate(self.queue):
+            if self.can_run(m, u):
+                return [self.queue.pop(i)]
+        if self.queue:
+            return []  # chunks are left, but m stores none of them
+        mine = {r.unit.piece for r in self.running.get(m, [])}
+        runs = sorted(((self.sent_at[r.unit.piece], r.unit) for v, rs in self.running.items()
+                       if v != m for r in rs
+                       if r.unit.piece not in self.complete and r.unit.piece not in self.copied
+                       and r.unit.piece not in mine and self.can_run(m, r.unit)),
+                      key=lambda x: x[0])
+        if not runs:
+            return []
+        u = runs[0][1]
+        self.copied.add(u.piece)
+        self.backups += 1
+        return [u]
+
+
+# -- plans and options ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PullOptions:
+    """Options of the pull policies (``usctec-pull``, ``dynamic``) on USCTEC storage; every error
+    names the key, the value and the rule."""
+
+    units: object = "auto"
+    """Units each machine's share is cut into under ``usctec-pull``: an int >= 1, or ``"auto"``
+    (:func:`units_for`: from the step's expected time and the driver's cost per call)."""
+    chunks: int = 8
+    """``dynamic``: row chunks per machine present (the issue's 96 chunks for 12 machines)."""
+    depth: int = 2
+    """Units in flight per machine (the next one waits on the machine while one computes)."""
+    call_cost_s: float = 0.003
+    """The driver's cost of one call (dispatch, wait, result), for ``units="auto"``."""
+
+    def __post_init__(self):
+        if self.units != "auto" and (isinstance(self.units, bool) or
+                                     not isinstance(self.units, int) or self.units < 1):
+            raise ValueError(f"units: must be 'auto' or an int >= 1, got {self.units!r}")
+        for name in ("chunks", "depth"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be an int >= 1, got {v!r}")
+        if not (isinstance(self.call_cost_s, (int, float)) and self.call_cost_s > 0):
+            raise ValueError(f"call_cost_s: must be a number > 0, got {self.call_cost_s!r}")
+
+
+def _group_holders(placement, groups, present) -> tuple:
+    """The present machines storing each group's rows entirely."""
+    out = []
+    for grp in groups:
+        spans = placement.holders_of(grp.rows, present)
+        hs = set(spans[0][2]) if spans else set()
+        for _, _, h in spans[1:]:
+            hs &= set(h)
+        out.append(tuple(sorted(hs, key=str)))
+    return tuple(out)
+
+
+def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = False
+                    ) -> PullPlan:
+    """``usctec-pull``: the USCTEC plan for ``(L, 0)`` (each group's ``L`` positions on machines
+    storing it, loads in proportion to ``speeds``), with ``S`` coded backups per piece.
+    ``eager``: also the plan for ``(L, S)`` (``usctec-auto``), checked against its
+    constraints."""
+    from ..usctec import plan_step, validate
+
+    base = plan_step(placement, available, speeds, L, 0)
+    full = None
+    if eager:
+        full = plan_step(placement, available, speeds, L, S)
+        validate(full, placement)
+    return PullPlan(base, S, _group_holders(placement, base.groups, tuple(available)),
+                    eager=full)
+
+
+PROBE_EVERY = 8
+"""``usctec-auto`` runs a lean step (whose stragglers are seen) at least once every this many
+steps: the whole ``(L, S)`` plan cancels its slowest calls, so it never sees who straggled."""
+
+
+def choose_mode(history, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str:
+    """``usctec-auto``'s execution of a step, from its recent steps (``history``: ``(observed,
+    slowed)`` per step, oldest first; ``observed`` whether the step could see its stragglers,
+    ``slowed`` how many it saw) and :func:`prefer_pull`:
+
+    * ``"lean"``: the last step that could see stragglers (within the last ``probe_every``)
+      saw none: the ``(L, 0)`` plan dispatched whole, no redundancy (the step deadline's
+      backups guard against a surprise).  Also the probe when no step in the last
+      ``probe_every`` could see;
+    * ``"pull"``: stragglers seen (or not known) and a step long enough for pulling to pay;
+    * ``"eager"``: the same on a short step: the whole ``(L, S)`` plan at once."""
+    hist = list(history)
+    seen = [(i, n) for i, (obs, n) in enumerate(hist) if obs]
+    recent = seen and seen[-1][0] >= len(hist) - probe_every
+    if recent and seen[-1][1] == 0:
+        return "lean"
+    if pull_pays:
+        return "pull"
+    return "eager" if recent else "lean"
+
+
+def prefer_pull(expected_s: float, L: int, S: int, machines: int, units: int,
+                call_cost_s: float) -> bool:
+    """``usctec-auto``'s choice: pull when the work the whole plan's redundancy adds,
+    ``S / L`` of the step's expected time ``expected_s``, exceeds the driver's cost of the calls
+    a pull makes (``units`` plus two slow-start calls per machine, ``call_cost_s`` each, the
+    driver making them one after another)."""
+    return S > 0 and S / L * expected_s > machines * (units + 2) * call_cost_s
+
+
+def dynamic_plan(placement, available, speeds, L: int, S: int, chunks: int | None = None
+                 ) -> PullPlan:
+    """``dynamic``: uncoded chunks of about ``num_rows / chunks`` rows (default 8 per machine),
+    cut at the placement's blocks; speeds are not used (the machines' pulling adapts to them)."""
+    avail = tuple(available)
+    n = chunks if chunks is not None else PullOptions().chunks * len(avail)
+    rows = chunk_rows(placement.blocks, placement.num_rows, n)
+    groups = tuple(Group(r, (r[1] - r[0]) / placement.num_rows, ()) for r in rows)
+    holders = _group_holders(placement, groups, avail)
+    for r, h in zip(rows, holders):
+        if not h:
+            from ..plan import PlanError
+            raise PlanError(f"dynamic: no machine present stores rows {r[0]}:{r[1]}")
+    groups = tuple(replace(g, machines=h) for g, h in zip(groups, holders))
+    pieces = tuple(Piece(g, None, (h[0],)) for g, h in enumerate(holders))
+    base = StepPlan(1, 0, placement.num_rows, avail, tuple(float(s) for s in speeds), groups,
+                    pieces, tuple(0.0 for _ in avail), 0.0, 0.0)
+    return PullPlan(base, 0, holders, copies=True, chunks=len(rows))

@@ -1,0 +1,237 @@
+"""The pull rules (``usctec-auto``, ``usctec-pull``, ``dynamic``), checked on a small event-driven
+simulation of machines with speeds and slowdowns: every piece completes from ``L`` distinct
+positions (one copy for ``dynamic``), no unit runs where its rows are not stored, backups use
+only the code's positions, and the plans keep USCTEC's constraints."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic_coded.schemes.policies import parse_options
+from elastic_coded.schemes.policies import pull as pl
+from elastic_coded.schemes.usctec import design_placement, validate
+
+
+def _placement(n, seed=0, rows=240, L=4, S=2, budget=1.0):
+    return design_placement(rows, [f"m{i}" for i in range(n)], [budget] * n,
+                            np.linspace(1, 4, n), L, S, samples=1, seed=seed)
+
+
+def _stores(placement, m, rows) -> bool:
+    return all(m in hs for _, _, hs in placement.holders_of(rows, [m]))
+
+
+def _simulate(q, speeds: dict, slow: dict, need_done, depth=2, horizon=1e6):
+    """Run queue ``q``: each machine computes its calls in order at ``speeds[m] / slow[m]``
+    products per second; returns (finish time, calls per machine).  ``need_done(done)`` says
+    when the step is complete."""
+    free = {m: 0.0 for m in speeds}          # when the machine finishes what it holds
+    inflight = {m: [] for m in speeds}       # (finish, key, units)
+    t, key, calls = 0.0, 0, {m: 0 for m in speeds}
+    while True:
+        q.refresh(t)
+        for m in speeds:
+            while q.calls_in_flight(m) < depth:
+                units = q.next_for(m, t)
+                if not units:
+                    break
+                for u in units:
+                    assert q.can_run(m, u), "a unit went to a machine not storing its rows"
+                work = sum(q.products[u] for u in units)
+                start = max(t, free[m])
+                free[m] = start + work * slow.get(m, 1.0) / speeds[m]
+                key += 1
+                q.sent(m, units, key, t)
+                inflight[m].append((free[m], key, units, start))
+                calls[m] += 1
+        if need_done():
+            return t, calls
+        nxt = min((f for lst in inflight.values() for f, _, _, _ in lst), default=None)
+        assert nxt is not None and nxt < horizon, "the queue stalled with pieces left"
+        t = nxt
+        for m, lst in inflight.items():
+            for item in [x for x in lst if x[0] <= t]:
+                lst.remove(item)
+                f, k, units, start = item
+                q.finished(m, k, t, f - start)
+                for u in units:
+                    if len(q.done.get(u.piece, ())) >= q.need and u.piece not in q.complete:
+                        for m2, k2 in q.decoded(u.piece):
+                            for x in [y for y in inflight[m2] if y[1] == k2]:
+                                inflight[m2].remove(x)
+                                q.dropped(m2, k2, t)
+                                # a cancelled call frees the machine at once
+                                free[m2] = max([t] + [y[0] for y in inflight[m2]])
+
+
+def _coded(n, L, S, speeds, units, seed=0):
+    placement = _placement(n, seed, L=L, S=S)
+    avail = tuple(placement.machines)
+    plan = pl.coded_pull_plan(placement, avail, [speeds[m] for m in avail], L, S)
+    sub, queues = pl.subdivide(plan, units)
+    cols = 2
+    prod = {}
+    for pi, piece in enumerate(sub.pieces):
+        rows = sub.groups[piece.group].rows
+        for pos in range(sub.K):
+            prod[pl.Unit(pi, pos, rows, None)] = (rows[1] - rows[0]) * cols
+    rate = {m: speeds[m] for m in avail}
+    q = pl.CodedQueue(queues, L, L + S, sub.holders, prod, rate, batch_s=5.0)
+    return placement, plan, sub, queues, q
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(7, 12), units=st.integers(1, 4), seed=st.integers(0, 3),
+       slowed=st.lists(st.integers(0, 11), max_size=3, unique=True),
+       factor=st.sampled_from([1.0, 5.0, 20.0]))
+def test_coded_queue_completes_every_piece_from_L_distinct_positions(n, units, seed, slowed,
+                                                                      factor):
+    L, S = 4, 2
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, n))}
+    placement, plan, sub, queues, q = _coded(n, L, S, speeds, units, seed)
+    validate(plan.base, placement)
+    slow = {f"m{i}": factor for i in slowed if i < n}
+    t, _ = _simulate(q, speeds, slow, lambda: len(q.complete) == len(sub.pieces))
+    for pi in range(len(sub.pieces)):
+        assert len(q.done[pi]) >= L and q.done[pi] <= set(range(L + S))
+    # the rows of every sub-group lie within what its holders store
+    for g, hs in zip(sub.groups, sub.holders):
+        assert len(hs) >= L + S and all(_stores(placement, m, g.rows) for m in hs)
+    # nothing slowed: no later than the plan's own time (its loads at the speeds) plus a unit
+    if not slow:
+        share = plan.base.rows_computed()
+        worst = max(share[m] * 2 / speeds[m] for m in share)
+        assert t <= worst * (1 + 1e-9)
+
+
+def test_a_slowed_machine_is_covered_by_coded_backups_and_steals():
+    """A machine slowed 20x holds up nothing: its queued units are stolen and the units it is
+    running are backed up at free positions elsewhere."""
+    L, S = 4, 2
+    n = 10
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, n))}
+    placement, plan, sub, queues, q = _coded(n, L, S, speeds, 3)
+    victim = max(queues, key=lambda m: len(queues[m]))
+    t_slow, _ = _simulate(q, speeds, {victim: 20.0}, lambda: len(q.complete) == len(sub.pieces))
+    _, _, _, _, q0 = _coded(n, L, S, speeds, 3)
+    t0, _ = _simulate(q0, speeds, {}, lambda: len(q0.complete) == len(sub.pieces))
+    assert q.stolen > 0 and q.backups > 0
+    # waiting for the victim would take 20x its share; the step takes far less
+    share = plan.base.rows_computed()[victim] * 2 / speeds[victim]
+    assert t_slow < 20 * share / 2
+    assert t_slow < 2.5 * t0
+
+
+def test_backups_never_exceed_the_codes_positions():
+    L, S = 2, 1
+    n = 8
+    speeds = {f"m{i}": 1.0 for i in range(n)}
+    placement, plan, sub, queues, q = _coded(n, L, S, speeds, 2)
+    slow = {"m0": 50.0, "m1": 50.0, "m2": 50.0}
+    _simulate(q, speeds, slow, lambda: len(q.complete) == len(sub.pieces))
+    for pi, pos in q.done.items():
+        assert pos <= set(range(L + S))
+
+
+def test_dynamic_queue_backs_up_only_once_the_queue_is_empty():
+    n = 8
+    placement = _placement(n)
+    avail = tuple(placement.machines)
+    plan = pl.dynamic_plan(placement, avail, [1.0] * n, 1, 0, chunks=32)
+    validate(plan.base, placement)
+    assert plan.copies and plan.base.L == 1
+    units = [pl.Unit(i, 0, plan.groups[p.group].rows) for i, p in enumerate(plan.pieces)]
+    prod = {u: u.num_rows for u in units}
+    q = pl.DynamicQueue(units, plan.holders, prod)
+    speeds = {m: 1.0 for m in avail}
+    seen_backup_with_queue = []
+    orig = q.next_for
+
+    def watch(m, now):
+        left = list(q.queue)
+        out = orig(m, now)
+        if out and out[0] not in left and left:
+            seen_backup_with_queue.append(out[0])
+        return out
+
+    q.next_for = watch
+    _simulate(q, speeds, {"m3": 10.0}, lambda: len(q.complete) == len(units))
+    assert not seen_backup_with_queue
+    assert q.backups >= 1 and len(q.copied) == q.backups
+    # chunks cut at the placement's blocks: each is stored whole by its holders
+    for g, hs in zip(plan.groups, plan.holders):
+        assert hs and all(_stores(placement, m, g.rows) for m in hs)
+
+
+def test_subdivide_keeps_the_plan_and_cuts_each_share():
+    n, L, S = 9, 3, 2
+    placement = _placement(n, L=L, S=S)
+    avail = tuple(placement.machines)
+    plan = pl.coded_pull_plan(placement, avail, list(np.linspace(1, 3, n)), L, S)
+    sub, queues = pl.subdivide(plan, 4)
+    validate(sub.base, placement)
+    assert sub.base.rows_computed() == plan.base.rows_computed()
+    for m, q in queues.items():
+        assert len(q) >= 4
+    with pytest.raises(ValueError, match="units"):
+        pl.subdivide(plan, 0)
+
+
+def test_chunk_rows_partitions_and_respects_blocks():
+    placement = _placement(8)
+    rows = pl.chunk_rows(placement.blocks, placement.num_rows, 17)
+    assert rows[0][0] == 0 and rows[-1][1] == placement.num_rows
+    assert all(a < b for a, b in rows)
+    assert all(rows[i][1] == rows[i + 1][0] for i in range(len(rows) - 1))
+    starts = {a for a, _ in rows}
+    assert {b.start for b in placement.blocks} <= starts
+    with pytest.raises(ValueError, match="chunks"):
+        pl.chunk_rows(placement.blocks, 10, 0)
+
+
+def test_units_for_and_prefer_pull():
+    assert pl.units_for(10.0, 12, 0.003) == pl.AUTO_UNITS[1]
+    assert pl.units_for(0.01, 12, 0.003) == pl.AUTO_UNITS[0]
+    assert pl.units_for(0.0, 12, 0.003) == pl.AUTO_UNITS[1]
+    # the redundancy's cost against the calls': S/L * T vs machines * (units + 2) * cost
+    assert pl.prefer_pull(1.0, 4, 2, 12, 4, 0.003)           # 0.5 > 0.216
+    assert not pl.prefer_pull(0.05, 4, 2, 12, 2, 0.003)      # 0.025 < 0.144
+    assert not pl.prefer_pull(10.0, 4, 0, 12, 2, 0.003)      # no redundancy to save
+
+
+def test_choose_mode():
+    calm, slow, blind = (True, 0), (True, 2), (False, 0)
+    assert pl.choose_mode([], pull_pays=False) == "lean"        # nothing seen yet: probe
+    assert pl.choose_mode([], pull_pays=True) == "pull"
+    assert pl.choose_mode([slow, calm], pull_pays=True) == "lean"
+    assert pl.choose_mode([calm, slow], pull_pays=True) == "pull"
+    assert pl.choose_mode([calm, slow], pull_pays=False) == "eager"
+    assert pl.choose_mode([calm, slow, blind], pull_pays=False) == "eager"
+    # the whole (L, S) plan cannot see stragglers: a lean probe every PROBE_EVERY steps
+    hist = [slow] + [blind] * pl.PROBE_EVERY
+    assert pl.choose_mode(hist, pull_pays=False) == "lean"
+    assert pl.choose_mode(hist[:-1], pull_pays=False) == "eager"
+
+
+def test_pull_options_are_checked():
+    o = parse_options("usctec-auto", {"units": 3, "chunks": 4})
+    assert o.units == 3 and o.chunks == 4
+    for key, bad in (("units", 0), ("units", "many"), ("chunks", 0), ("depth", True),
+                     ("call_cost_s", -1)):
+        with pytest.raises(ValueError, match=key):
+            parse_options("usctec-auto", {key: bad})
+    with pytest.raises(ValueError, match="known"):
+        parse_options("dynamic", {"chunk": 4})
+
+
+def test_pull_plan_carries_the_eager_plan_checked():
+    placement = _placement(8)
+    avail = tuple(placement.machines)
+    plan = pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=True)
+    assert plan.eager is not None and plan.eager.S == 2 and plan.base.S == 0
+    assert plan.K == 6 and plan.L == 4
+    validate(plan.eager, placement)
+    assert math.isclose(sum(g.gamma for g in plan.groups), 1.0)
