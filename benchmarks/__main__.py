@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime")
+NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "verify")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -51,6 +51,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "runtime":
         import bench_runtime
         bench_runtime.run(quick, out, workers=8 if quick else 12)
+    elif name == "verify":
+        import bench_verify
+        bench_verify.run(quick, out)
     elif name == "sim":
         import bench_sim
         bench_sim.run(quick, out)
@@ -184,6 +187,13 @@ def summary(out: str) -> str:
                 add(f"hetero masters {inst.get('M')}x{inst.get('N')}: iterated greedy below "
                     f"uncoded / unbalanced coded", f"{100 * red:.2f}% / {100 * red2:.2f}%",
                     "paper: 80% / 49%", red >= 0.80 and red2 >= 0.49, "hetero.json")
+    ve = _load(out, "verify.json")
+    for f in (ve or {}).get("fields", []):
+        v = f["check_alone_s"] / f["median_step_off_s"]
+        add(f"verification per step, {f['field']}, A {f['m']}x{f['n']}, r={f['r']}: check "
+            f"(best) / step (median)", f"{100 * v:.2f}% ({1000 * f['check_alone_s']:.2f} ms; "
+            f"t_verify median {1000 * f['median_t_verify_s']:.1f} ms)", "<= 5%", v <= 0.05,
+            "verify.json")
     un = _load(out, "unified.json")
     if un:
         ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])

@@ -22,7 +22,8 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick"):
+    for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
+                 "verify_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -42,7 +43,8 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
                        for p in ("usctec", "cyclic"))
     summary = (out / "summary.md").read_text()
     for row in ("plan_step at N=1000", "runtime, 2 stragglers x5: USCTEC / uncoded",
-                "hetero masters", "unified K=6: measured load = L(q)"):
+                "hetero masters", "unified K=6: measured load = L(q)",
+                "verification per step, real"):
         assert row in summary, row
     try:
         import matplotlib  # noqa: F401
