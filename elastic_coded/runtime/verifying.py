@@ -365,11 +365,11 @@ class _Repair:
         good = {pi: self._screen(pi) for pi in bad}
         holders, rnd = None, 0
         while True:
-            short = [pi for pi in bad if len(good[pi]) < self.plan.L]
+            short = [pi for pi in bad if len(good[pi]) < self.code.L]
             if rnd and short and holders is None:
-                holders = self.cl._ctrl("holders_of", self.plan) or {}
+                holders = self._holders()
             asks = [a for pi in short for a in self._asks(pi, good[pi], rnd, holders)]
-            if not asks:
+            if not asks and (rnd or not short):  # nothing left to ask anyone
                 break
             for (pi, pos, mach), H in self._compute(asks):
                 if self._ok(pi, pos, H):
@@ -378,12 +378,20 @@ class _Repair:
                     self.state.caught.add(mach)
             rnd += 1
         for pi in bad:
-            if len(good[pi]) < self.plan.L:
+            if len(good[pi]) < self.code.L:
                 self.ver._fail(self.cl, self.state,
                                f"piece {pi} failed verification and only {len(good[pi])} of the "
-                               f"L = {self.plan.L} results it needs check, after computing the "
+                               f"L = {self.code.L} results it needs check, after computing the "
                                f"others again on every machine storing its rows")
             self._decode(pi, good[pi])
+
+    def _holders(self) -> dict:
+        """``{piece: machines storing its rows}``: the plan's own (a pull plan keeps them per
+        group), else the controller's."""
+        by_group = getattr(self.plan, "holders", None)
+        if by_group is not None:
+            return {pi: tuple(by_group[piece.group]) for pi, piece in enumerate(self.plan.pieces)}
+        return self.cl._ctrl("holders_of", self.plan) or {}
 
     def _screen(self, pi: int) -> dict:
         """The piece's results that check on their own; their liars are caught."""
@@ -413,11 +421,11 @@ class _Repair:
         ok = {m for m in self.live if m not in self.state.caught}
         pool = [m for m in (holders or {}).get(pi) or () if m in ok]
         out, used = [], set()
-        for pos in (p for p in range(self.plan.K) if p not in good):
-            if len(out) == self.plan.L - len(good):
+        for pos in (p for p in range(self.code.K) if p not in good):
+            if len(out) == self.code.L - len(good):
                 break
-            cands = [piece.machines[pos]] if rnd == 0 else \
-                sorted(pool, key=lambda m: (m in used, str(m)))
+            planned = piece.machines[pos: pos + 1]  # positions past the plan's: backups only
+            cands = list(planned) if rnd == 0 else sorted(pool, key=lambda m: (m in used, str(m)))
             m = next((m for m in cands if m in ok and (pi, pos, m) not in self.asked), None)
             if m is not None:
                 self.asked.add((pi, pos, m))
@@ -446,7 +454,7 @@ class _Repair:
         return out
 
     def _decode(self, pi: int, good: dict) -> None:
-        use = dict(list(good.items())[:self.plan.L])
+        use = dict(list(good.items())[:self.code.L])
         self.col.decoded[pi] = self.code.decode({p: h for p, (_, h) in use.items()})
         self.col.used_by[pi] = tuple(m for m, _ in use.values())
         self.state.positions[pi] = tuple(use)

@@ -40,7 +40,7 @@ def _step(F, A, B, liars: dict, late: bool = True):
             col.add(m, TaskSpec("A", grp.rows, pos, piece.cols, pi, pos), H)
     Y = assemble(plan, col.decoded, B.shape[1] // L, F.dtype)
     out = SimpleNamespace(collector=col, gather=SimpleNamespace(failed=()), prep=None)
-    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=())
+    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=(), _ctrl=lambda *args: {})
     return Y, out, cl
 
 
