@@ -161,7 +161,8 @@ class ElasticCluster:
         self._handles: dict = {}
         self._prefetch: dict = {}
         self._epoch = 0
-        self._carry = {"joined": (), "left": (), "rows_moved": 0}
+        self._carry = {"joined": (), "left": (), "rows_moved": 0, "draining": (),
+                       "preempted": ()}
         self._present: list | None = None
         self._applied: tuple | None = None  # (step, events) of the churn applied last
         self._closed = False
@@ -460,6 +461,8 @@ class ElasticCluster:
                 c["joined"] += tuple(info.joined)
                 c["left"] += tuple(info.left)
                 c["rows_moved"] += int(info.rows_moved)
+                c["draining"] += tuple(info.draining)
+                c["preempted"] += tuple(info.preempted)
 
     def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather
@@ -471,7 +474,8 @@ class ElasticCluster:
         # configured, so measuring them would feed the model its own draws
         measured = g.measured_speeds(out.total_products, scale) if self.family == "usctec" \
             else {}
-        c, self._carry = self._carry, {"joined": (), "left": (), "rows_moved": 0}
+        c, self._carry = self._carry, {"joined": (), "left": (), "rows_moved": 0,
+                                        "draining": (), "preempted": ()}
         wasted = g.wasted + g.leftover_products()
         plan = prep.plan
         report = StepReport(
@@ -486,13 +490,15 @@ class ElasticCluster:
             products=int(g.products), wasted_products=int(wasted),
             useful_products=int(out.total_products), redesign=prep.redesign,
             crashed=tuple(self._crash_idle), extra=out.extra,
+            draining=c["draining"] + prep.draining,
+            preempted=tuple(dict.fromkeys(c["preempted"] + prep.preempted + tuple(g.preempted))),
             code=(plan.L, plan.S) if self.family == "usctec" else None,
             **self._verifier.last.fields())
         self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
                                       len(stragglers))
         self.reports.append(report)
         self._step += 1
-        gone = set(g.failed) | set(self._crash_idle)
+        gone = set(g.failed) | set(g.preempted) | set(self._crash_idle)
         # a scripted crash whose call was cancelled (or that had no call) happens all the same
         unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
         for m in unseen:

@@ -10,6 +10,7 @@ controller starts and watches the workers, sends them rows, and hands the plan t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -24,6 +25,8 @@ from ..schemes.plan import PlanError, ShortOfMachines
 from ..schemes.policies.rules import assign_recovery
 from ..schemes.wire import Joined, Reassignment, Rescued, Snapshot
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
+from .drain import Drains, draining_nodes, node_states
+from .health import ping, step_metrics
 from .keepers import make_keeper
 from .worker import Worker
 
@@ -60,6 +63,8 @@ class PreparedStep:
     specs: dict = None
     storage: object = None
     redesign: str | None = None
+    draining: tuple = ()
+    preempted: tuple = ()
 
 
 @dataclass
@@ -76,6 +81,15 @@ class _Member:
 
 
 _CHUNKS = 64  # a source goes into the object store in about this many row chunks
+
+
+def _locked(method):
+    """Run an async controller method under the storage lock (``Controller._lock``)."""
+    @functools.wraps(method)
+    async def run(self, *args, **kwargs):
+        async with self._lock:
+            return await method(self, *args, **kwargs)
+    return run
 
 
 @ray.remote(num_cpus=0)
@@ -108,6 +122,12 @@ class Controller:
         self.health_interval = health_interval
         self._health = None
         self._found_dead: set[str] = set()
+        self._found_preempted: set[str] = set()
+        self.drains = Drains()  # machines planned out for a drain notice (:mod:`.drain`)
+        self._deferred: dict = {}  # shrinks a drain's repair left for the next step's
+        # a drain's copies (run by the health loop, possibly mid-step), a step's repair and plan,
+        # and mid-step recovery each see the storage whole: one at a time
+        self._lock = asyncio.Lock()
         self._plans: dict = {}  # policy -> (key, plan), reused while nothing changed
         self._calibrated = time_scale > 0  # emulated speeds are already in the plan's units
         self._auto_count = 0
@@ -160,6 +180,7 @@ class Controller:
             by.setdefault((m, src), []).append((a, b))
         calls, who = [], []
         for (m, src), ranges in by.items():
+            self._deferred.pop(m, None)  # rows added: an older keep-only would drop them
             if m in self.members:
                 calls.append(self._store_call(self.members[m].handle, src, ranges))
                 who.append(m)
@@ -181,7 +202,7 @@ class Controller:
         """Start the first machines and store their rows."""
         specs = list(specs)
         if self.auto is not None:
-            specs += self._auto_specs()
+            specs += self._auto_specs(set(draining_nodes()))
         for s in specs:
             self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
         dead = await self._store(self.keeper.start(specs))
@@ -210,9 +231,9 @@ class Controller:
         self._apply_deaths()
         self._start_health()
 
-    def _auto_specs(self) -> list[MachineSpec]:
-        """One worker per ``cpus_per_worker`` CPUs (default 1) of every alive Ray node, for the
-        CPUs not yet covered."""
+    def _auto_specs(self, draining: set) -> list[MachineSpec]:
+        """One worker per ``cpus_per_worker`` CPUs (default 1) of every alive Ray node not
+        ``draining``, for the CPUs not yet covered."""
         have: dict = {}
         for m in self.members.values():
             if m.node is not None:
@@ -222,7 +243,7 @@ class Controller:
         out = []
         per = self.auto.get("cpus_per_worker") or 1.0
         for node in ray.nodes():
-            if not node.get("Alive"):
+            if not node.get("Alive") or node["NodeID"] in draining:
                 continue
             nid = node["NodeID"]
             cpus = node.get("Resources", {}).get("CPU", 1)
@@ -232,9 +253,13 @@ class Controller:
                 out.append(MachineSpec(f"node{self._auto_count}", speed, self.default_storage, nid))
         return out
 
-    async def add_machines(self, specs: list[MachineSpec]) -> int:
+    @_locked
+    async def add_machines(self, specs: list[MachineSpec]) -> Joined:
         """Start machines and give them storage; they are planned in from the next step.
         Atomic: on any error every machine of the call is taken back and nothing changes."""
+        return await self._add_machines(specs)
+
+    async def _add_machines(self, specs: list[MachineSpec]) -> Joined:
         ids = [s.id for s in specs]
         clash = sorted(set(ids) & set(self.members)) or sorted({i for i in ids if ids.count(i) > 1})
         if clash:
@@ -257,6 +282,7 @@ class Controller:
         self.pending_moved += moved_total
         return Joined(moved_total, {m: self.members[m].handle for m in joined})
 
+    @_locked
     async def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Graceful departure (the actor exits) or a crash (killed without notice)."""
         if machine not in self.members:
@@ -282,46 +308,88 @@ class Controller:
             self._drop(m)
 
     async def check_nodes(self) -> None:
-        """Drop machines whose Ray node died; in auto mode start workers on new nodes."""
-        alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        """Drop machines whose Ray node died (noting those preempted), plan out those whose
+        node is draining (:meth:`_check_drains`); in auto mode start workers on new nodes."""
+        alive_nodes, preempted = node_states()
         for mid, m in list(self.members.items()):
             if m.node is not None and m.node not in alive_nodes:
+                if m.node in preempted:
+                    self.drains.pending_preempted.append(mid)
                 self._drop(mid)
+        for h in self.drains.settle(alive_nodes):
+            ray.kill(h, no_restart=True)  # past its drain deadline: its node is going
+        draining = await self._check_drains()
         if self.auto is not None:
-            new = self._auto_specs()
+            new = self._auto_specs(set(draining))
             if new:
-                await self.add_machines(new)
+                await self._add_machines(new)
+
+    async def _check_drains(self) -> dict:
+        """Plan out the machines whose Ray node started draining (a preemption notice, an
+        idle termination, ``ray drain-node``), as graceful departures announced ahead: the
+        storage is repaired among the machines left at once, so every row has its copies
+        elsewhere before the node's deadline; the machine's actor stays until its node goes (a
+        step under way, or planned before the notice, may still use it).  Storage a repair
+        would shrink is shrunk at the next step's repair, not under a step.  Returns the
+        draining nodes ``{node: deadline}``."""
+        nodes = draining_nodes()
+        new = self.drains.newly_draining(self.members, nodes)
+        if not new:
+            return nodes
+        for m, deadline in new:
+            v = self.members[m]
+            self.drains.retire(m, v.handle, v.node, deadline)
+            self._drop(m)
+        versions = self.keeper.sources()
+        self.pending_moved += await self._repair(
+            max(0, min(self.S, len(self.members) - self.L)), shrink_now=False)
+        if self.keeper.sources() != versions and versions:
+            self._redesign = getattr(self.keeper, "redesigns", [None])[-1]
+        late = [m for m, d in new if time.time() > d]
+        if late:
+            log.warning("machines %s: their rows were copied elsewhere only after their "
+                        "node's drain deadline", late)
+        return nodes
 
     async def ping_all(self) -> None:
         """Ping every worker; note those whose actor is dead (a slow answer stays).  Deaths take
         effect at the next membership-changing call (:meth:`_apply_deaths`)."""
         ids = list(self.members)
         answers = await asyncio.gather(
-            *[_ping(self.members[i].handle, self.ping_timeout) for i in ids])
+            *[ping(self.members[i].handle, self.ping_timeout) for i in ids])
         for i, (state, res) in zip(ids, answers):
             if state == "dead":
                 self._found_dead.add(i)
+                if res:  # its node was preempted
+                    self._found_preempted.add(i)
             elif state == "ok" and i in self.members and self.members[i].node is None:
                 self.members[i].node = res["node"]
 
     def _apply_deaths(self) -> None:
         for m in sorted(self._found_dead):
+            if m in self._found_preempted and m in self.members:
+                self.drains.pending_preempted.append(m)
             self._drop(m)
         self._found_dead.clear()
+        self._found_preempted.clear()
 
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(self.health_interval)
             try:
                 await self.ping_all()
+                async with self._lock:  # a drain notice is acted on at once, even mid-step
+                    await self._check_drains()
             except Exception as exc:  # keep checking whatever happens
                 log.warning("health check failed: %s", exc)
 
-    async def _repair(self, S: int, request: StepRequest | None = None) -> int:
+    async def _repair(self, S: int, request: StepRequest | None = None,
+                      shrink_now: bool = True) -> int:
         """Restore the scheme's storage among the machines present, to ``L+S`` holders or, when
         the budgets cannot hold that, as many as they can (``self.short_S`` records the ``S``
         reached, with a warning); machines found dead while storing are dropped and the repair
-        is redone.  Returns rows copied."""
+        is redone.  ``shrink_now=False`` leaves the rows a machine no longer keeps for the next
+        repair (a step may be running).  Returns rows copied."""
         copied = 0
         for _ in range(len(self.members) + 2):
             moved, shrink = self._repair_plan(S, request)
@@ -331,8 +399,11 @@ class Controller:
                 for m in dead:
                     self._drop(m)
                 continue
-            if shrink:
-                await self._shrink(shrink)
+            if shrink and not shrink_now:
+                self._deferred.update(shrink)
+            elif shrink or self._deferred:
+                await self._shrink({**self._deferred, **shrink})
+                self._deferred = {}
             return copied
         raise RuntimeError("storage repair did not settle")
 
@@ -371,9 +442,11 @@ class Controller:
                 f"storage, or pass allow_lower_S=True to run with S = {self.short_S}",
                 self.short_S)
 
+    @_locked
     async def prepare_step(self, request: StepRequest) -> PreparedStep:
-        """Refresh membership, repair storage, plan and validate the step for the machines
-        present.  Handles are returned only for machines not in ``request.known``."""
+        """Refresh membership (deaths, drain notices, new nodes), repair storage, plan and
+        validate the step for the machines present.  Handles are returned only for machines
+        not in ``request.known``."""
         t0 = time.perf_counter()
         self._apply_deaths()
         await self.check_nodes()
@@ -396,6 +469,7 @@ class Controller:
         else:
             plan = self.keeper.plan(request.policy, present, speeds, S_eff, request)
             self._plans[request.policy] = (key, plan)
+        draining, preempted = self.drains.take()
         out = PreparedStep(
             plan=plan,
             handles={m: self.members[m].handle for m in present if m not in request.known},
@@ -403,12 +477,14 @@ class Controller:
             rows_moved=int(moved), speeds=speeds,
             emulated={m: self.members[m].spec.speed for m in present},
             specs={m: self.members[m].spec for m in present}, storage=self.keeper.snapshot(),
-            t_plan=time.perf_counter() - t0, redesign=self._redesign)
+            t_plan=time.perf_counter() - t0, redesign=self._redesign, draining=draining,
+            preempted=preempted)
         self.pending_joined, self.pending_left, self.pending_moved = [], [], 0
         self._redesign = None
         return out
 
-    async def recover(self, lost: list, dead: list[str]) -> dict:
+    @_locked
+    async def recover(self, lost: list, dead: list[str]) -> list:
         """USCTEC: re-plan lost tasks (TaskSpecs) on live machines that store their rows, at
         once; only rows no live machine stores are first copied there (storage repaired as far
         as the budgets allow; the full repair waits for the next step).  Returns
@@ -424,7 +500,7 @@ class Controller:
             parts = assign_recovery(rows, self.keeper.holders, speeds)
         except PlanError:  # some rows have no live holder left
             self.pending_moved += await self._repair(
-                max(0, min(self.S, len(self.members) - self.L)))
+                max(0, min(self.S, len(self.members) - self.L)), shrink_now=False)
             parts = assign_recovery(rows, self.keeper.holders, speeds)
         out: dict[str, list] = {}
         for i, a, b, m in parts:
@@ -433,6 +509,7 @@ class Controller:
                 TaskSpec(t.source, (a, b), t.arg, t.cols, t.piece, t.position))
         return [Reassignment(m, self.members[m].handle, tuple(ts)) for m, ts in out.items()]
 
+    @_locked
     async def holders_of(self, plan) -> dict | None:
         """``{piece: [present machines storing its rows]}`` for speculative backups."""
         out = {}
@@ -441,6 +518,7 @@ class Controller:
             out[pi] = spans[0][2] if len(spans) == 1 else []
         return out
 
+    @_locked
     async def hetero_rescue(self, m: int, need: int, exclude: list, machines: list) -> tuple:
         """Heterogeneous masters, mid-step: store ``need`` fresh coded rows of master ``m`` on
         the first live machine of ``machines`` (best first) that takes them."""
@@ -487,18 +565,7 @@ class Controller:
 
     def _metric(self):
         if self._metrics is None:
-            from ray.util import metrics
-            self._metrics = {
-                "step": metrics.Histogram("elastic_coded_step_seconds", "Step time",
-                                          boundaries=[0.01, 0.05, 0.1, 0.5, 1, 5, 10],
-                                          tag_keys=("policy",)),
-                "decode": metrics.Histogram("elastic_coded_decode_seconds", "Decode time",
-                                            boundaries=[0.001, 0.01, 0.1, 1],
-                                            tag_keys=("policy",)),
-                "stragglers": metrics.Counter("elastic_coded_stragglers", "Straggling results",
-                                              tag_keys=("policy",)),
-                "machines": metrics.Gauge("elastic_coded_machines", "Machines present"),
-            }
+            self._metrics = step_metrics()
         return self._metrics
 
     async def snapshot(self) -> Snapshot:
@@ -511,21 +578,13 @@ class Controller:
     async def shutdown(self) -> None:
         if self._health is not None:
             self._health.cancel()
-        for m in list(self.members.values()):
+        handles = [m.handle for m in self.members.values()]
+        handles += [h for h, _, _ in self.drains.retiring.values()]  # kept for a drain
+        for h in handles:
             try:
-                ray.kill(m.handle, no_restart=True)
+                ray.kill(h, no_restart=True)
             except Exception:
                 pass
         self.members.clear()
+        self.drains.retiring.clear()
 
-
-async def _ping(handle, timeout: float):
-    """``("ok", info)``, ``("dead", None)`` or ``("slow", None)``."""
-    async def once():
-        return await handle.ping.remote()
-    try:
-        return "ok", await asyncio.wait_for(once(), timeout)
-    except asyncio.TimeoutError:
-        return "slow", None
-    except ray.exceptions.RayError:
-        return "dead", None

@@ -53,6 +53,8 @@ class Gather:
     backup: Callable | None = None
     pending: dict = field(default_factory=dict)
     failed: list = field(default_factory=list)
+    preempted: list = field(default_factory=list)
+    """Machines lost mid-step to a preempted node (their error's ``preempted``), not failed."""
     finished: dict = field(default_factory=dict)
     products: int = 0
     wasted: int = 0
@@ -106,8 +108,8 @@ class Gather:
         machine, call, t_sent = self.pending.pop(r)
         try:
             out: CallResult = ray.get(r)
-        except ray.exceptions.RayActorError:
-            self.failed.append(machine)
+        except ray.exceptions.RayActorError as exc:
+            (self.preempted if getattr(exc, "preempted", False) else self.failed).append(machine)
             for m2, h2, call2 in self.on_lost(machine, call):
                 self.dispatch(m2, h2, call2)
             return

@@ -67,6 +67,13 @@ class StepReport:
     crashed: tuple = ()
     """Machines the churn script crashed in this step (seen mid-step as ``failed``, or, when
     the step no longer needed them, marked dead after it)."""
+    draining: tuple = ()
+    """Machines whose Ray node started draining (a preemption notice, ``ray drain-node``) since
+    the last step: planned out from this step on (they are in ``left``), their rows copied to
+    the machines left first (:mod:`~elastic_coded.runtime.drain`)."""
+    preempted: tuple = ()
+    """Machines lost to a preempted node (their actor error says ``preempted``): mid-step, their
+    work re-planned like a failure's but not counted in ``failed``; or found gone before it."""
     extra: dict = field(default_factory=dict, repr=False)
     """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
     ``t*``, rescued masters)."""
@@ -113,6 +120,7 @@ class StepReport:
 _COUNTS = {  # summary key -> what one report adds
     "stragglers": lambda r: len(r.stragglers), "failures": lambda r: len(r.failed),
     "crashes": lambda r: len(r.crashed), "joins": lambda r: len(r.joined),
+    "drains": lambda r: len(r.draining), "preemptions": lambda r: len(r.preempted),
     "leaves": lambda r: len(r.left), "recovered_pieces": lambda r: len(r.recovered_pieces),
     "rows_moved": lambda r: r.rows_moved, "products": lambda r: r.products,
     "wasted_products": lambda r: r.wasted_products,

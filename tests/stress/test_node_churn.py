@@ -135,3 +135,75 @@ def test_unified_and_hetero_survive_a_node_removed_mid_step(multi_node, policy):
         for _ in range(2):
             assert exact(c.multiply(B))
         assert before - 1 == len(c.reports[-1].available)
+
+
+def _node_of(c, machine):
+    return c._specs[machine].node  # the driver's copy of the machine's spec (auto: its node)
+
+
+def _step_while(c, B, action, wait_s=0.3):
+    """Run a step in a thread and ``action()`` while it runs; returns the step's product."""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("Y", c.multiply(B)))
+    t.start()
+    time.sleep(wait_s)
+    action()
+    t.join(timeout=120)
+    assert not t.is_alive()
+    return out["Y"]
+
+
+def test_drained_node_is_planned_out_and_a_preempted_one_is_not_a_failure(multi_node):
+    """A node drained with a deadline (Ray's drain API, as for a spot preemption notice) in the
+    middle of a step: its machine is planned out, its rows copied to the others, before the
+    node goes; a node taken at once after its notice (the deadline already passed) while a
+    step runs is reported preempted, not failed.  No step is lost and none is wrong."""
+    from elastic_coded.runtime import ElasticCluster
+    from elastic_coded.runtime.drain import drain_node
+
+    cluster, _ = multi_node
+    notice, sudden = cluster.add_node(num_cpus=1), cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    F = field("gf(65521)")
+    rng = np.random.default_rng(3)
+    A = F.random((84, 6), rng)
+    B = F.random((6, 2), rng)
+    want = F.matmul(A, B)
+    # cyclic placement: every row on exactly L+S = 3 machines, so a machine planned out leaves
+    # rows that must be copied
+    with ElasticCluster(A, L=2, S=1, machines="auto", field=F, placement="cyclic",
+                        time_scale=6.0, learn_speeds=False, health_interval=0.5,
+                        deadline=None) as c:
+        assert np.array_equal(c.multiply(B), want)
+        m_notice = next(m for m in c.machines() if _node_of(c, m) == notice.node_id)
+        m_sudden = next(m for m in c.machines() if _node_of(c, m) == sudden.node_id)
+
+        # a preemption notice with 60 s to go, in the middle of a step
+        assert np.array_equal(_step_while(c, B, lambda: drain_node(notice.node_id, 60)), want)
+        for _ in range(4):
+            assert np.array_equal(c.multiply(B), want)
+            if m_notice in c.reports[-1].draining:
+                break
+        drained = c.reports[-1]
+        assert m_notice in drained.draining and m_notice in drained.left
+        assert m_notice not in drained.available and drained.rows_moved > 0
+        placement = c.placement()
+        assert m_notice not in placement.machines
+        assert placement.min_replication() >= 3  # L+S copies of every row, on the others
+        cluster.remove_node(notice)  # the node goes: nothing is lost, nothing fails
+        assert np.array_equal(c.multiply(B), want)
+
+        # a node preempted while a step runs, its notice too short to act on
+        def preempt():
+            drain_node(sudden.node_id, -1)
+            cluster.remove_node(sudden)
+        assert np.array_equal(_step_while(c, B, preempt), want)
+        for _ in range(3):
+            assert np.array_equal(c.multiply(B), want)
+        reps = list(c.reports)
+        assert m_sudden in {m for r in reps for m in r.preempted}
+        assert not {m_notice, m_sudden} & {m for r in reps for m in r.failed}
+        assert m_notice not in {m for r in reps[reps.index(drained):] for m in r.available}
+        assert m_sudden not in c.reports[-1].available
+        s = c.summary()
+        assert s["drains"] >= 1 and s["preemptions"] >= 1 and s["failures"] == 0
