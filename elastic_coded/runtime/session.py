@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -13,16 +14,25 @@ __all__ = ["ensure_ray", "stop", "check_reachable"]
 def ensure_ray(address: str | None, num_cpus: int | None) -> bool:
     """Connect to Ray unless already connected: ``address=None`` starts an embedded local Ray
     (``num_cpus``, default all), ``"auto"`` joins a running cluster.  Returns whether this call
-    started a Ray session that the caller must shut down."""
+    started a Ray session that the caller must shut down.
+
+    Ray's start-up lines on the driver ("Started a local Ray instance", "Connecting to
+    existing Ray cluster", the token-authentication notes of an embedded instance) are left
+    out; Ray's warnings and errors after it started still show (the ``ray`` logger at
+    WARNING)."""
     if ray.is_initialized():
         return False
     kw = {"include_dashboard": False, "log_to_driver": False}
     if address is not None:
         check_reachable(address)
-        ray.init(address=address, **kw)
+        ray.init(address=address, logging_level=logging.WARNING, **kw)
         return False
-    # "local": always a fresh embedded instance, even if another Ray runs on this machine
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kw)
+    # "local": always a fresh embedded instance, even if another Ray runs on this machine.
+    # Ray 2.60 turns token authentication on for it (a token in ~/.ray/auth_token, made on the
+    # first run) and says so at WARNING: that is how it should be, so it goes unsaid.
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), logging_level=logging.ERROR,
+             **kw)
+    logging.getLogger("ray").setLevel(logging.WARNING)
     return True
 
 
