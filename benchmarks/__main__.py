@@ -26,7 +26,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "verify")
+NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "verify",
+         "memory")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -51,6 +52,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "runtime":
         import bench_runtime
         bench_runtime.run(quick, out, workers=8 if quick else 12)
+    elif name == "memory":
+        import bench_memory
+        bench_memory.run(quick, out)
     elif name == "verify":
         import bench_verify
         bench_verify.run(quick, out)
