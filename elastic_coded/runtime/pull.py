@@ -1,5 +1,6 @@
-"""The pull step driver: ``usctec-pull`` (the default) and the ``dynamic`` baseline on the one
-runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
+"""The pull step driver: ``usctec-pull``, ``usctec-auto`` (the default; it pulls on long steps
+with stragglers, otherwise it dispatches a whole plan, see :func:`_run_whole`) and the
+``dynamic`` baseline on the one runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
 
 Every machine keeps ``depth`` units in flight (the next waits on the machine while one
 computes); each result is filed into the :class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`
@@ -148,14 +149,16 @@ def _history(cl, policy: str, window: int = 2 * pl.PROBE_EVERY) -> list:
     """``(observed, slowed)`` for the cluster's recent steps of ``policy`` (see
     :func:`~elastic_coded.schemes.policies.pull.choose_mode`)."""
     mine = [r for r in cl.reports[-16 * window:] if r.policy == policy and r.extra]
-    return [(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine][-window:]
+    return [(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine
+            ][-window:]
 
 
 def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3) -> tuple:
-    """Machines whose speed measured in the step (or its upper bound, for a call cancelled)
-    over their estimate was below ``factor`` times the step's median of that ratio: the step's
-    stragglers as observed (the median takes out what every call pays alike, such as the
-    runtime's own time on very short calls)."""
+    """The step's stragglers as observed: machines whose speed measured in the step (or its
+    upper bound, for a call given up) over their estimate was below ``factor`` times the
+    step's median of that ratio (the median takes out what every call pays alike, such as the
+    runtime's own time on very short calls).  A whole ``(L, S)`` plan cancels its slowest calls
+    about when the others finish, so it sees no one: :func:`_history` marks its steps blind."""
     ratio = {m: v / float(speeds[m]) for m, (v, _) in g.measured_speeds(total, scale).items()
              if m in speeds and float(speeds[m]) > 0}
     if not ratio:
@@ -166,10 +169,10 @@ def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 
 
 def _run_whole(cl, B, ev, prep, mode: str):
     """``usctec-auto`` dispatching a whole plan at once (``usctec``'s execution): the ``(L, S)``
-    plan (``"eager"``) or the ``(L, 0)`` one (``"lean"``)."""
+    plan (``"eager"``) or the ``(1, 0)`` one (``"lean"``)."""
     from .steps import run_lagrange
 
-    plan = prep.plan.eager if mode == "eager" else prep.plan.base
+    plan = prep.plan.eager if mode == "eager" else prep.plan.lean
     prep = replace(prep, plan=plan)
     Y, out = run_lagrange(cl, B, "usctec", ev, prep, deadline=EAGER_DEADLINE)
     out.prep = prep

@@ -57,6 +57,6 @@ def test_a_vector_costs_S_plus_one_not_L_plus_S(clusters):
     multiplied by 1 + S = 3 machines, not 6."""
     A, c = clusters
     x = F.random((8,), np.random.default_rng(9))
-    c.multiply(x)
+    c.multiply(x, policy="usctec")
     rep = c.reports[-1]
     assert rep.code == (1, S) and rep.redundancy == 3.0

@@ -232,6 +232,25 @@ def test_pull_plan_carries_the_eager_plan_checked():
     avail = tuple(placement.machines)
     plan = pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=True)
     assert plan.eager is not None and plan.eager.S == 2 and plan.base.S == 0
+    assert (plan.lean.L, plan.lean.S) == (1, 0)
     assert plan.K == 6 and plan.L == 4
     validate(plan.eager, placement)
+    validate(plan.lean, placement)
     assert math.isclose(sum(g.gamma for g in plan.groups), 1.0)
+
+
+def test_a_lost_machines_queue_and_running_units_are_taken_by_others():
+    L, S = 2, 1
+    n = 6
+    speeds = {f"m{i}": 1.0 for i in range(n)}
+    placement, plan, sub, queues, q = _coded(n, L, S, speeds, 3)
+    victim = next(iter(queues))
+    first = q.next_for(victim, 0.0)
+    q.sent(victim, first, "k0", 0.0)
+    queued = len(q.queues[victim])
+    q.lost(victim)
+    assert victim not in q.queues and len(q.orphans) == len(first) + queued
+    assert q.next_for(victim, 0.0) == []
+    t, _ = _simulate(q, {m: 1.0 for m in speeds if m != victim}, {},
+                     lambda: len(q.complete) == len(sub.pieces))
+    assert all(len(q.done[pi]) >= L for pi in range(len(sub.pieces)))

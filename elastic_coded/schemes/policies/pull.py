@@ -60,10 +60,14 @@ class PullPlan:
     holders: tuple
     copies: bool = False
     chunks: int = 0
-    """``dynamic`` only: the number of equal row chunks (0: one group per block of rows)."""
+    """``dynamic`` only: the number of equal row chunks asked for (each is also cut at the
+    placement's blocks)."""
     eager: StepPlan | None = None
     """``usctec-auto`` only: the USCTEC plan for ``(L, S)``, dispatched whole when the step is
     too short for pulling to pay (:func:`prefer_pull`)."""
+    lean: StepPlan | None = None
+    """``usctec-auto`` only: the plan for ``(1, 0)`` (the rows split in proportion to the
+    speeds, nothing to decode), dispatched whole when no machine straggles."""
 
     L = property(lambda self: self.base.L)
     K = property(lambda self: self.base.L + self.S)
@@ -281,6 +285,11 @@ class CodedQueue(_Base):
         self.returned.add(m)
         return super().finished(m, key, now, elapsed)
 
+    def lost(self, m) -> None:
+        """``m`` died: its running and its queued units go back to the queue."""
+        super().lost(m)
+        self.orphans.extend(self.queues.pop(m, []))
+
     # expected times --------------------------------------------------------------------------
     def _rate(self, m) -> float:
         return self.rate.get(m) or 1e-9
@@ -494,12 +503,14 @@ def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = 
     from ..usctec import plan_step, validate
 
     base = plan_step(placement, available, speeds, L, 0)
-    full = None
+    full = lean = None
     if eager:
         full = plan_step(placement, available, speeds, L, S)
+        lean = plan_step(placement, available, speeds, 1, 0)
         validate(full, placement)
+        validate(lean, placement)
     return PullPlan(base, S, _group_holders(placement, base.groups, tuple(available)),
-                    eager=full)
+                    eager=full, lean=lean)
 
 
 PROBE_EVERY = 8
@@ -513,9 +524,9 @@ def choose_mode(history, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str
     ``slowed`` how many it saw) and :func:`prefer_pull`:
 
     * ``"lean"``: the last step that could see stragglers (within the last ``probe_every``)
-      saw none: the ``(L, 0)`` plan dispatched whole, no redundancy (the step deadline's
-      backups guard against a surprise).  Also the probe when no step in the last
-      ``probe_every`` could see;
+      saw none: no redundancy, so nothing to decode either: the ``(1, 0)`` plan (rows split in
+      proportion to the speeds) dispatched whole, the step deadline's coded backups guarding
+      against a surprise.  Also the probe when no step in the last ``probe_every`` could see;
     * ``"pull"``: stragglers seen (or not known) and a step long enough for pulling to pay;
     * ``"eager"``: the same on a short step: the whole ``(L, S)`` plan at once."""
     hist = list(history)
@@ -554,4 +565,4 @@ def dynamic_plan(placement, available, speeds, L: int, S: int, chunks: int | Non
     pieces = tuple(Piece(g, None, (h[0],)) for g, h in enumerate(holders))
     base = StepPlan(1, 0, placement.num_rows, avail, tuple(float(s) for s in speeds), groups,
                     pieces, tuple(0.0 for _ in avail), 0.0, 0.0)
-    return PullPlan(base, 0, holders, copies=True, chunks=len(rows))
+    return PullPlan(base, 0, holders, copies=True, chunks=n)
