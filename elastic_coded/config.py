@@ -20,6 +20,7 @@ Example (``examples/quickstart.yaml`` is a complete one)::
     placement: design           # design | cyclic
     storage: 0.8                # default storage budget e[n]
     time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
+    verify: {on: true, tolerance: 1e-6, strict: false, exclude_after: 2}   # or true / false
     machines: 12                # a count, a list of {id, speed, storage}, or auto
     churn: examples/churn.yaml  # a path or an inline mapping (see elastic_coded.churn)
     allow_lower_S: false
@@ -72,6 +73,9 @@ class RunConfig:
     the USCTEC family)."""
     masters: tuple = ()
     """hetero: ``((rows, cols), ...)`` of the generated matrices, one per master."""
+    verify: Mapping = dc_field(default_factory=dict)
+    """Verification options for the cluster: ``verify``, ``tolerance``, ``strict``,
+    ``exclude_after`` (the YAML key ``verify: {on, tolerance, strict, exclude_after}``)."""
 
 
 def _err(key: str, value: Any, rule: str) -> ConfigError:
@@ -103,7 +107,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
     known = {"job", "steps", "seed", "matrix", "input_cols", "field", "policy", "L", "S",
              "placement", "storage", "time_scale", "machines", "churn", "allow_lower_S", "ray",
-             "check", "options", "masters"}
+             "check", "options", "masters", "verify"}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -172,7 +176,35 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         storage=_num(doc, "storage", 1.0, 0, 1, lo_open=True),
         time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
         allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
-        num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters)
+        num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters,
+        verify=_verify(doc.get("verify")))
+
+
+def _verify(doc) -> dict:
+    """The ``verify`` key: ``{on, tolerance, strict, exclude_after}`` (all optional) as
+    :class:`~elastic_coded.runtime.ElasticCluster` arguments."""
+    if doc is None:
+        return {}
+    if isinstance(doc, bool):
+        return {"verify": doc}
+    if not isinstance(doc, Mapping) or set(doc) - {"on", "tolerance", "strict", "exclude_after"}:
+        raise _err("verify", doc, "must be true, false or a mapping with keys on, tolerance, "
+                                  "strict, exclude_after")
+    out = {"verify": doc.get("on", True), "tolerance": doc.get("tolerance"),
+           "strict": doc.get("strict", False), "exclude_after": doc.get("exclude_after", 2)}
+    for key, name in (("verify", "verify.on"), ("strict", "verify.strict")):
+        if not isinstance(out[key], bool):
+            raise _err(name, out[key], "must be true or false")
+    tol = out["tolerance"]
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
+                            or not tol > 0):
+        raise _err("verify.tolerance", tol, "must be a relative error bound > 0")
+    if out["strict"] and tol is None:
+        raise _err("verify.strict", True, "needs verify.tolerance (the bound not to exceed)")
+    ex = out["exclude_after"]
+    if ex is not None and (isinstance(ex, bool) or not isinstance(ex, int) or ex < 1):
+        raise _err("verify.exclude_after", ex, "must be an int >= 1 or null")
+    return out
 
 
 def _machines(machines, need: int):

@@ -162,6 +162,7 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
         kw.update(L=cfg.L, S=cfg.S)
     if cfg.options is not None:
         kw.update({f.name: getattr(cfg.options, f.name) for f in fields(cfg.options)})
+    kw.update(cfg.verify)
     return kw
 
 

@@ -30,7 +30,8 @@ step's pieces (``lagrange.py``); ``error_bound = 1.01 gamma_{n + 10 L} kappa ||A
 bounds ``||Y - A B||_F`` (the pieces tile the product, so the per-piece bounds add up in squares
 to it); ``relative_error_bound`` divides it by ``||Y||_F``.  Heterogeneous masters: the same
 form with the Skeel condition of the coded rows decoded from, times ``k`` for the solve (an
-estimate, not a proof); unified: none (its storage code has no bound here).  Above a
+estimate, not a proof); unified: no bound (its storage code has none here), but an a
+posteriori estimate of the error from the sketch (:meth:`Verifier._estimate`).  Above a
 ``tolerance`` it warns, or raises :class:`ToleranceExceeded` with ``strict=True``.
 """
 
@@ -167,13 +168,25 @@ class Verifier:
                     self._fail(cl, state, "the product failed verification; the unified scheme "
                                           "cannot tell which machine's results were wrong")
                 state.checked = True
-            bound = (None, None, None)
+            bound = self._estimate(X, Y) if self.on and not self.F.exact else (None, None, None)
         excluded = self._count(state.caught)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
                             time.perf_counter() - t0)
         self._tolerance_check(cl)
         return Y
+
+    def _estimate(self, X, Y) -> tuple:
+        """Unified in the reals: no bound, but an a posteriori estimate of ``||Y - A X||_F``
+        from the sketch: ``U`` has i.i.d. zero-mean entries, so ``E ||U e||^2 = t s^2 ||e||^2``
+        with ``s^2`` estimated by ``||U||_F^2 / (t m)``.  Reported as ``error_bound`` with
+        ``condition`` left ``None`` (an estimate, not a proof)."""
+        sk = self.sketches[0]
+        X = np.asarray(X, dtype=np.float64).reshape(sk.shape[1], -1)
+        Y = np.asarray(Y, dtype=np.float64).reshape(sk.shape[0], -1)
+        resid = float(np.linalg.norm(sk.U @ Y - sk.UA @ X))
+        est = resid * math.sqrt(sk.U.shape[1]) / max(float(np.linalg.norm(sk.U)), 1e-300)
+        return None, est, _relative(est, Y)
 
     def _fail(self, cl, state, msg: str):
         self._count(state.caught)  # counted; excluded after the next step that succeeds
@@ -191,8 +204,10 @@ class Verifier:
         rel = self.last.relative_error_bound
         if self.tolerance is None or rel is None or rel <= self.tolerance:
             return
-        msg = (f"step {cl._step}: the relative error bound {rel:.3g} (decode condition "
-               f"{self.last.condition:.3g}) exceeds the tolerance {self.tolerance:.3g}")
+        why = ("decode condition " + f"{self.last.condition:.3g}"
+               if self.last.condition is not None else "estimated from the sketch")
+        msg = (f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the "
+               f"tolerance {self.tolerance:.3g}")
         if self.strict:
             raise ToleranceExceeded(msg + "; use a finite field, or a smaller L + S")
         warnings.warn(msg, RuntimeWarning, stacklevel=3)

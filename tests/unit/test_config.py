@@ -43,6 +43,10 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
       "masters": [{"rows": 3, "cols": 3}]}, r"'job': 'power_iteration' must be 'matmul'"),
     ({"policy": "usctec", "machines": 3}, r"'machines': 3 must be at least L\+S = 6"),
     ({"machines": [1, True]}, r"'machines\[1\]': True must be"),
+    ({"verify": {"tol": 1}}, r"'verify': .* must be true, false or a mapping"),
+    ({"verify": {"tolerance": -1}}, r"'verify.tolerance': -1 must be a relative error bound"),
+    ({"verify": {"strict": True}}, r"'verify.strict': True needs verify.tolerance"),
+    ({"verify": {"exclude_after": 0}}, r"'verify.exclude_after': 0 must be an int >= 1"),
 ])
 def test_bad_configs_name_key_value_and_rule(doc, match):
     with pytest.raises(ConfigError, match=match):
@@ -55,3 +59,15 @@ def test_unified_and_hetero_take_few_machines():
     cfg = parse_config({**BASE, "policy": "hetero", "machines": [1, 2, 3],
                         "masters": [{"rows": 4, "cols": 2}], "options": {"assignment": "exact"}})
     assert cfg.masters == ((4, 2),) and cfg.options.assignment == "exact"
+
+
+def test_verify_key_reaches_the_cluster_arguments():
+    from elastic_coded.algebra import field
+    from elastic_coded.jobs import cluster_kwargs
+
+    cfg = parse_config({**BASE, "verify": {"tolerance": 1e-6, "strict": True}})
+    kw = cluster_kwargs(cfg, field("gf(p)"))
+    assert kw["verify"] is True and kw["tolerance"] == 1e-6 and kw["strict"] is True
+    assert kw["exclude_after"] == 2
+    assert cluster_kwargs(parse_config({**BASE, "verify": False}), field("gf(p)"))["verify"] is False
+    assert "verify" not in cluster_kwargs(parse_config(BASE), field("gf(p)"))

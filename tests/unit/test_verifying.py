@@ -157,3 +157,24 @@ def test_simulator_costs_lies_and_excludes_a_repeat_liar():
     honest = simulate(10, 8, L=2, S=1, policies=("uncoded", "usctec"))
     assert lying.summary["usctec"]["redispatched"] > 0 == honest.summary["usctec"]["redispatched"]
     assert lying.summary["usctec"]["mean"] >= honest.summary["usctec"]["mean"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), scale=st.sampled_from([1e-12, 1e-6, 1.0]))
+def test_unified_real_steps_get_an_a_posteriori_error_estimate(seed, scale):
+    """No bound exists for the unified storage code in the reals; the sketch estimates the
+    error instead: within a small factor of the true ``||Y - A X||_F``."""
+    rng = np.random.default_rng(seed)
+    R = field("real")
+    A = rng.standard_normal((60, 12))
+    X = rng.standard_normal((12, 4))
+    E = rng.standard_normal((60, 4)) * scale
+    ver = Verifier(R, "unified", A, seed=seed)
+    out = SimpleNamespace(collector=None, prep=None)
+    cl = SimpleNamespace(_step=0)
+    ver.verify(cl, X, A @ X + E, out)
+    v = ver.last
+    true = float(np.linalg.norm(E))
+    assert v.condition is None and v.verified is None
+    assert true / 4 <= v.error_bound <= 4 * true + 1e-12
+    assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(A @ X + E))
