@@ -252,8 +252,8 @@ class _Loop:
         except ray.exceptions.TaskCancelledError:
             self.q.dropped(m, ref, now)
             return
-        except ray.exceptions.RayActorError:
-            self._lost(m)
+        except ray.exceptions.RayActorError as exc:
+            self._lost(m, bool(getattr(exc, "preempted", False)))
             return
         self.q.finished(m, ref, now, out.elapsed_s)
         g.done_times.append(out.elapsed_s)
@@ -302,9 +302,10 @@ class _Loop:
             g.products -= prods
             g.rows_dispatched -= sum(t.num_rows for t in call.tasks)
 
-    def _lost(self, m) -> None:
+    def _lost(self, m, preempted: bool = False) -> None:
+        """``m`` died (on a preempted node: reported apart from the failed)."""
         g = self.g
-        g.failed.append(m)
+        (g.preempted if preempted else g.failed).append(m)
         for ref in [r for r, (mm, _, _) in g.pending.items() if mm == m]:
             g.pending.pop(ref)
         self.q.lost(m)

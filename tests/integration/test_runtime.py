@@ -181,8 +181,10 @@ def test_every_policy_through_one_constructor(ray_session):
         for Am, x, y in zip(As, xs, h.multiply(xs)):
             assert np.array_equal(y, F.matmul(Am, x[:, None])[:, 0])
         assert type(h.reports[-1]) is type(u.reports[-1])
-    with pytest.raises(ValueError, match=r"known: \['cyclic', 'hetero', 'speculative', "
-                                         r"'uncoded', 'unified', 'usctec'\]"):
+    with pytest.raises(ValueError, match=r"known: \['cyclic', 'dynamic', 'hetero', "
+                                         r"'proportional', 'speculative', 'uncoded', "
+                                         r"'unified', 'usctec', 'usctec-auto', "
+                                         r"'usctec-pull'\]"):
         ElasticCluster(A, "nope", L=1, S=0)
 
 
