@@ -89,8 +89,11 @@ def _chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
 class ElasticCluster:
     """A coded, elastic matrix on a Ray cluster, under any policy.
 
-    ``policy``: ``"usctec"`` (default), its baselines ``"cyclic"``, ``"uncoded"`` and
-    ``"speculative"`` (which need ``L`` and ``S``), ``"unified"`` (options ``mu``, ``q``,
+    ``policy``: ``"usctec-auto"`` (default: the USCTEC plan each step, run whole or pulled
+    in units with coded backups, see :mod:`elastic_coded.schemes.policies.pull`), ``"usctec"``
+    (the whole plan at once), ``"usctec-pull"``, the baselines ``"dynamic"``,
+    ``"proportional"``, ``"cyclic"``, ``"uncoded"`` and ``"speculative"`` (all need ``L`` and
+    ``S``; options ``units``, ``chunks``, ``depth``, ``call_cost_s``), ``"unified"`` (options ``mu``, ``q``,
     ``N``, ``grow``; ``K`` is the machines present) or ``"hetero"`` (``A`` a list of
     matrices, one per master; options ``assignment``, ``a0``, ``u0``, ``a``, ``u``,
     ``capacity``).  Options are checked by the policy's typed dataclass.
@@ -114,7 +117,7 @@ class ElasticCluster:
     wrong results in that many steps (``None``: never).
     """
 
-    def __init__(self, A, policy: str = "usctec", *, L: int | None = None, S: int | None = None,
+    def __init__(self, A, policy: str = "usctec-auto", *, L: int | None = None, S: int | None = None,
                  machines: Any = 8, field: Any = "real", storage: float = 1.0,
                  placement: str = "design", time_scale: float = 0.0, churn=None, seed: int = 0,
                  learn_speeds: bool = True, allow_lower_S: bool = False,
