@@ -26,8 +26,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "verify",
-         "memory")
+NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
+         "verify", "memory")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -52,6 +52,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "runtime":
         import bench_runtime
         bench_runtime.run(quick, out, workers=8 if quick else 12)
+    elif name == "schedulers":
+        import bench_schedulers
+        bench_schedulers.run(quick, out)  # draws its plot when matplotlib is installed
     elif name == "memory":
         import bench_memory
         bench_memory.run(quick, out)
@@ -83,7 +86,7 @@ def _plot(fn, res, out) -> None:
         print(f"  plot {os.path.relpath(path, ROOT)}")
 
 
-PLOTTED = ("sweeps", "unified")
+PLOTTED = ("sweeps", "unified", "schedulers")
 """Benchmarks that draw PNGs, each from its ``NAME.json`` alone."""
 
 
@@ -162,6 +165,15 @@ def summary(out: str) -> str:
             "runtime.json")
         add("runtime, 20% churn per step: lost steps", str(ch["usctec"]["lost_steps"]), "0",
             ch["usctec"]["lost_steps"] == 0, "runtime.json")
+    sc = _load(out, "schedulers.json")
+    if sc:
+        for key in sc["order"]:
+            s = sc["scenarios"][key]
+            d = s["usctec-auto"]
+            add(f"runtime, {s['name']}, ideal step {s['ideal_s']:g} s: usctec-auto (default) / "
+                f"best baseline ({s['best_baseline']})", f"{d['vs_best_baseline']:.2f}x "
+                f"({d['over_ideal_median']:.2f}x ideal)", "<= 1.0x", d["vs_best_baseline"] <= 1.0,
+                "schedulers.json")
     sm = _load(out, "sim.json")
     if sm:
         for key, ratio, label, bound in (

@@ -136,11 +136,11 @@ def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
         actors = hw.start(A, placement, emulated, ts)
         cuts = {k: hw.chunks_of(placement, k * n) for k in CHUNKS}
         B = rng.standard_normal((60, 8))
-        for _ in range(2):  # warm-up: actors, first plans, speeds learnt
+        for _ in range(2):  # warm-up (actors, first plans, speeds) on the first step's trace
             for _, p, k in _variants():
-                _multiply(c, B, p, k, StepEvents())
+                _multiply(c, B, p, k, StepEvents(slow=slows[0]))
             for k in CHUNKS:
-                hw.step(actors, cuts[k], B, {}, A.shape[0])
+                hw.step(actors, cuts[k], B, slows[0], A.shape[0])
         for step, slow in enumerate(slows):
             B = rng.standard_normal((60, 8))
             for lab, p, k in _variants():
@@ -188,9 +188,9 @@ def churn(n, steps, ideal_s, rng) -> dict:
                             num_cpus=os.cpu_count(), allow_lower_S=True) as c:
             if k is not None:
                 c.options = replace(c.options, chunks=k)
-            for B in Bs[:2]:
-                c.multiply(B, events=StepEvents())
             slows = _slowdowns(steps, sorted(c.machines()), 11, True)
+            for B in Bs[:2]:  # warm-up on the first step's slowdowns
+                c.multiply(B, events=StepEvents(slow=slows[0]))
             reports, ideals = [], []
             for step, B in enumerate(Bs[2:]):
                 ev = script.events(step, c.machines(), L + S)
@@ -236,10 +236,11 @@ def to_markdown(res: dict) -> str:
     lines = [f"# Policies against the hand-written baselines ({res['tag']})", "",
              f"{res['workers']} emulated machines (Ray actors, speeds 1..4) on {m['cpus']} CPUs, "
              f"L={L}, S={S}, storage 1.0, {res['steps']} steps per policy after 2 warm-up "
-             f"steps, every product checked against numpy.  Step size = the ideal step (no "
-             f"redundancy, perfect split over the speeds).  `dynamic` is the best of "
-             f"{', '.join(str(k) for k in CHUNKS)} chunks per machine; `hand-written` is the "
-             f"same scheduler written in plain Ray outside this runtime "
+             f"steps (on the first step's slowdowns), every product checked against numpy.  "
+             f"Step size = the ideal step (no redundancy, perfect split over the speeds).  "
+             f"`dynamic` is the best of {', '.join(str(k) for k in CHUNKS)} chunks per "
+             f"machine; `hand-written` is the same scheduler written in plain Ray outside this "
+             f"runtime "
              f"(`benchmarks/handwritten_dynamic.py`, fixed membership only: it has no "
              f"elasticity), best of the same chunk counts.  The best baseline is the fastest "
              f"of `dynamic`, `proportional` and `hand-written`.  Command: "

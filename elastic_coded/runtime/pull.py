@@ -28,11 +28,6 @@ from .gather import Gather
 
 __all__ = ["run_pull", "PullGather", "FINE"]
 
-EAGER_DEADLINE = 1.5
-"""``usctec-auto``'s backup factor when it dispatches a whole plan: a call running 1.5x the
-median completed call gets coded backups (a third straggler in a piece costs half a step, not
-the cluster's default 3x)."""
-
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
 each, so a machine that runs out of work can take over a third of a call."""
@@ -153,18 +148,22 @@ def _history(cl, policy: str, window: int = 2 * pl.PROBE_EVERY) -> list:
             ][-window:]
 
 
-def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3) -> tuple:
-    """The step's stragglers as observed: machines whose speed measured in the step (or its
-    upper bound, for a call given up) over their estimate was below ``factor`` times the
-    step's median of that ratio (the median takes out what every call pays alike, such as the
-    runtime's own time on very short calls).  A whole ``(L, S)`` plan cancels its slowest calls
-    about when the others finish, so it sees no one: :func:`_history` marks its steps blind."""
-    ratio = {m: v / float(speeds[m]) for m, (v, _) in g.measured_speeds(total, scale).items()
-             if m in speeds and float(speeds[m]) > 0}
-    if not ratio:
-        return ()
-    med = float(np.median(list(ratio.values())))
-    return tuple(sorted((m for m, x in ratio.items() if x < factor * med), key=str))
+def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,
+           late: float = 0.8) -> tuple:
+    """The step's stragglers as observed, each machine's speed measured in the step over its
+    estimate set against the step's median of that ratio over the calls that came back (the
+    median takes out what every call pays alike, such as the runtime's own time on very short
+    calls): below ``factor`` of it for a call that came back, or below ``late`` of it for the
+    upper bound of a call given up after it started (cancelled once others covered it: a
+    machine on time is cancelled before its call is due, so its bound is above its speed).
+    A whole ``(L, S)`` plan cancels its slowest calls about when the others finish, so it sees
+    no one: :func:`_history` marks its steps blind."""
+    meas = {m: (v / float(speeds[m]), kind) for m, (v, kind) in
+            g.measured_speeds(total, scale).items() if m in speeds and float(speeds[m]) > 0}
+    vals = [x for x, kind in meas.values() if kind == "value"]
+    med = float(np.median(vals)) if vals else 1.0
+    return tuple(sorted((m for m, (x, kind) in meas.items()
+                         if x < (factor if kind == "value" else late) * med), key=str))
 
 
 def _run_whole(cl, B, ev, prep, mode: str):
@@ -174,7 +173,7 @@ def _run_whole(cl, B, ev, prep, mode: str):
 
     plan = prep.plan.eager if mode == "eager" else prep.plan.lean
     prep = replace(prep, plan=plan)
-    Y, out = run_lagrange(cl, B, "usctec", ev, prep, deadline=EAGER_DEADLINE)
+    Y, out = run_lagrange(cl, B, "usctec", ev, prep)
     out.prep = prep
     out.extra = dict(out.extra, mode=mode)
     return Y, out

@@ -56,9 +56,9 @@ def _crash(m, ev) -> float | None:
     return 0.5 if m in ev.crash else None
 
 
-def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep, deadline: float | None = None):
+def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     """USCTEC-family step (see the module docstring); the pull policies run
-    :func:`~.pull.run_pull`.  ``deadline``: the backup factor instead of the cluster's."""
+    :func:`~.pull.run_pull`."""
     if policy in PULL:
         from .pull import run_pull
 
@@ -93,7 +93,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep, deadline: float | Non
         specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
         g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
                                  crash_at=_crash(m, ev)))
-    factor = deadline or SPECULATION.get(policy, cl.deadline)
+    factor = SPECULATION.get(policy, cl.deadline)
     if factor:
         g.backup = _speculator(g, factor, lambda: cl._ctrl("holders_of", plan),
                                col, step, total)

@@ -23,7 +23,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
-                 "verify_quick"):
+                 "verify_quick", "schedulers_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -35,6 +35,10 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
         for p in policies:
             assert rt[scenario][p]["median_s"] > 0, (scenario, p)
     assert rt["churn"]["usctec"]["lost_steps"] == 0
+    sc = json.loads((out / "schedulers_quick.json").read_text())
+    for key in sc["order"]:
+        for p in ("usctec-auto", "dynamic", "proportional", "hand-written"):
+            assert sc["scenarios"][key][p]["median_s"] > 0, (key, p)
     sw = json.loads((out / "sweeps.json").read_text())
     for key in ("slowdown", "heterogeneity", "churn", "scale"):
         for pt in sw[key]:

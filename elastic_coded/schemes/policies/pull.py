@@ -513,7 +513,7 @@ def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = 
                     eager=full, lean=lean)
 
 
-PROBE_EVERY = 8
+PROBE_EVERY = 16
 """``usctec-auto`` runs a lean step (whose stragglers are seen) at least once every this many
 steps: the whole ``(L, S)`` plan cancels its slowest calls, so it never sees who straggled."""
 
