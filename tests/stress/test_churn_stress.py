@@ -25,7 +25,7 @@ def test_random_churn(ray_session, spec, steps):
     A = F.random((96, 16), rng)
     ms = [{"id": f"m{i}", "speed": 1.0 + (i % 4) * 0.5, "storage": 0.8} for i in range(10)]
     K = 5
-    with ElasticCluster(A, L=3, S=2, machines=ms, field=F, time_scale=0.02,
+    with ElasticCluster(A, "usctec", L=3, S=2, machines=ms, field=F, time_scale=0.02,
                         churn=parse_churn(CHURN), seed=1) as c:
         for step in range(steps):
             B = F.random((16, 3), rng)
