@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import ray
 
-from ..algebra.lagrange import lagrange_code
 from ..schemes.policies import pull as pl
 from ..schemes.policies.collect import LagrangeCollector
 from ..schemes.reference import assemble
@@ -93,7 +92,7 @@ def _layout(cl, plan: pl.PullPlan, prep, total: int, rates: dict):
 
 def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
     """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
-    from .steps import Outcome
+    from .steps import Outcome, encode_inputs
 
     plan: pl.PullPlan = prep.plan
     if plan.eager is not None:
@@ -102,16 +101,12 @@ def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
             return _run_whole(cl, B, ev, prep, mode)
     t1 = time.perf_counter()
     r = B.shape[1]
-    pad = (-r) % plan.L
-    if pad:
-        B = np.concatenate([B, cl.F.zeros((B.shape[0], pad))], axis=1)
-    code = lagrange_code(cl.F, plan.L, plan.S)
-    coded = code.encode(B)
-    refs = [ray.put(coded[p]) for p in range(code.K)]
+    code, coded, refs = encode_inputs(cl, B, plan.L, plan.S)
     t2 = time.perf_counter()
     total = plan.num_rows * r
-    rates = _rates(cl, plan, plan.num_rows * B.shape[1], prep.speeds)
-    sub, q = _layout(cl, plan, prep, plan.num_rows * B.shape[1], rates)
+    padded = plan.num_rows * coded.shape[2] * plan.L   # products with the zero columns
+    rates = _rates(cl, plan, padded, prep.speeds)
+    sub, q = _layout(cl, plan, prep, padded, rates)
     col = LagrangeCollector(sub, code)
     g = PullGather(refs, cl._handles, col, lambda m, c: [])
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}

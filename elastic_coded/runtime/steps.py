@@ -66,12 +66,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     plan = prep.plan
     t1 = time.perf_counter()
     r = B.shape[1]
-    pad = (-r) % plan.L  # zero columns only when L_step does not divide r >= L_step
-    if pad:
-        B = np.concatenate([B, cl.F.zeros((B.shape[0], pad))], axis=1)
-    code = lagrange_code(cl.F, plan.L, plan.S)
-    coded = code.encode(B)
-    refs = [ray.put(coded[p]) for p in range(plan.K)]
+    code, coded, refs = encode_inputs(cl, B, plan.L, plan.S)
     t2 = time.perf_counter()
     total = plan.num_rows * r  # the products of A @ B: emulated work is measured against it
     step = cl._step
@@ -107,6 +102,18 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     extra = {"slowed": slowed(g, prep.speeds, total, cl.time_scale or 1.0)}
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by,
                       tuple(sorted(recovered)), extra, collector=col)
+
+
+def encode_inputs(cl, B: np.ndarray, L: int, S: int):
+    """``B`` Lagrange-coded for ``(L, S)`` and each of its ``L + S`` positions put in the
+    object store once: ``(code, coded, refs)``.  Zero columns are added only when ``L`` does
+    not divide ``B``'s column count (``r >= L``, see ``step_code``)."""
+    pad = (-B.shape[1]) % L
+    if pad:
+        B = np.concatenate([B, cl.F.zeros((B.shape[0], pad))], axis=1)
+    code = lagrange_code(cl.F, L, S)
+    coded = code.encode(B)
+    return code, coded, [ray.put(coded[p]) for p in range(code.K)]
 
 
 def _backup_timeout(g: Gather, factor: float) -> float | None:
