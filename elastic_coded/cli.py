@@ -1,7 +1,7 @@
 """Command line.  The CLI prints; the library logs.
 
-* ``elastic-coded run CONFIG.yaml [--json FILE] [--steps N] [--quiet]``: run a job from a YAML
-  config (:mod:`elastic_coded.config`), with progress on stderr and a summary table on stdout.
+* ``elastic-coded run CONFIG.yaml [--json FILE] [--steps N] [--machines-per-process K]
+  [--quiet]``: run a job from a YAML config (:mod:`elastic_coded.config`), with progress on stderr and a summary table on stdout.
   Exit status 0; 1 when a step's product was wrong; 2 for something the user fixes (the config,
   an unwritable ``--json`` path, an unreachable ``ray.address``, too few machines), said in one
   line on stderr; 130 on Ctrl-C, after shutting the cluster down and printing the steps done.
@@ -69,7 +69,8 @@ def _check_output(opt: str, path: str) -> None:
 
 
 def _run_config(args):
-    """The run's configuration with ``--steps`` applied and its output path checked; raises
+    """The run's configuration with ``--steps`` and ``--machines-per-process`` applied and its
+    output path checked; raises
     ``ValueError`` with a one-line message."""
     import yaml
 
@@ -88,6 +89,12 @@ def _run_config(args):
             raise ValueError(f"--steps: {args.steps} must be >= 1")
         from dataclasses import replace
         cfg = replace(cfg, steps=args.steps)
+    per = getattr(args, "machines_per_process", None)
+    if per is not None:
+        if per < 1:
+            raise ValueError(f"--machines-per-process: {per} must be >= 1")
+        from dataclasses import replace
+        cfg = replace(cfg, machines_per_process=per)
     if args.json:
         _check_output("json", args.json)
     return cfg
@@ -99,8 +106,12 @@ def _starting(cfg) -> str:
     if m == "auto":
         what = "machines: auto, workers follow the cluster's nodes"
     else:
+        from .machines import per_process
+
         n = m if isinstance(m, int) else len(m)
-        what = f"{n} emulated machines" if cfg.time_scale > 0 else f"{n} machines"
+        procs = -(-n // per_process(cfg.machines_per_process, cfg.time_scale))
+        what = (f"{n} emulated machines" if cfg.time_scale > 0 else f"{n} machines") + \
+            f" in {procs} worker process{'es' if procs > 1 else ''}"
     if cfg.address is None:
         return (f"starting a local Ray ({what}, {cfg.num_cpus or os.cpu_count()} CPUs); "
                 f"this takes a few seconds...")
@@ -348,6 +359,9 @@ def main(argv=None) -> int:
     run.add_argument("config", help="YAML run configuration (see elastic_coded.config)")
     run.add_argument("--json", help="write the step reports to this file")
     run.add_argument("--steps", type=int, help="override the number of steps")
+    run.add_argument("--machines-per-process", type=int, metavar="K",
+                     help="machines sharing one worker process (overrides the config's "
+                          "machines_per_process)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=_run)
     _add_tradeoff_parser(sub)

@@ -22,6 +22,7 @@ Example (``examples/quickstart.yaml`` is a complete one)::
     time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
     verify: {on: true, tolerance: 1e-6, strict: false, exclude_after: 2}   # or true / false
     machines: 12                # a count, a list of {id, speed, storage}, or auto
+    machines_per_process: 4     # machines sharing a worker process (default: 4 emulated, 1 real)
     churn: examples/churn.yaml  # a path or an inline mapping (see elastic_coded.churn)
     allow_lower_S: false
     ray: {address: null, num_cpus: 2}
@@ -76,6 +77,8 @@ class RunConfig:
     verify: Mapping = dc_field(default_factory=dict)
     """Verification options for the cluster: ``verify``, ``tolerance``, ``strict``,
     ``exclude_after`` (the YAML key ``verify: {on, tolerance, strict, exclude_after}``)."""
+    machines_per_process: int | None = None
+    """Machines sharing one worker process (``None``: 4 with emulated speeds, else 1)."""
 
 
 def _err(key: str, value: Any, rule: str) -> ConfigError:
@@ -107,7 +110,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
     known = {"job", "steps", "seed", "matrix", "input_cols", "field", "policy", "L", "S",
              "placement", "storage", "time_scale", "machines", "churn", "allow_lower_S", "ray",
-             "check", "options", "masters", "verify"}
+             "check", "options", "masters", "verify", "machines_per_process"}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -166,6 +169,9 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     num_cpus = ray_doc.get("num_cpus")
     if num_cpus is not None and (not isinstance(num_cpus, int) or num_cpus < 1):
         raise _err("ray.num_cpus", num_cpus, "must be a positive int")
+    per = doc.get("machines_per_process")
+    if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 1):
+        raise _err("machines_per_process", per, "must be an int >= 1 or null")
     for key in ("allow_lower_S", "check"):
         if not isinstance(doc.get(key, False), bool):
             raise _err(key, doc.get(key), "must be true or false")
@@ -177,7 +183,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
         allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
         num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters,
-        verify=_verify(doc.get("verify")))
+        verify=_verify(doc.get("verify")), machines_per_process=per)
 
 
 def _verify(doc) -> dict:

@@ -157,7 +157,8 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
     """The :class:`~elastic_coded.runtime.ElasticCluster` arguments of a configuration."""
     kw = dict(machines=cfg.machines, field=F, storage=cfg.storage, placement=cfg.placement,
               time_scale=cfg.time_scale, churn=cfg.churn, seed=cfg.seed,
-              allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus)
+              allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus,
+              machines_per_process=cfg.machines_per_process)
     if cfg.L is not None and cfg.S is not None and FAMILY[cfg.policy] == "usctec":
         kw.update(L=cfg.L, S=cfg.S)
     if cfg.options is not None:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MachineSpec", "machine_specs"]
+__all__ = ["MachineSpec", "machine_specs", "per_process"]
+
+EMULATED_PER_PROCESS = 4  # machines per worker process when speeds are emulated
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,15 @@ def machine_specs(machines, default_storage: float = 1.0, start: int = 0) -> lis
     if dup:
         raise ValueError(f"machines: ids must be distinct, {dup} appear more than once")
     return out
+
+
+def per_process(value, time_scale: float) -> int:
+    """The ``machines_per_process`` setting: ``None`` gives 4 machines per worker process when
+    speeds are emulated (``time_scale > 0``: compute is paced, so sharing a process costs no
+    accuracy) and 1 at real speed (a machine's compute never slows another's); else an
+    integer >= 1."""
+    if value is None:
+        return EMULATED_PER_PROCESS if time_scale > 0 else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"machines_per_process: must be an integer >= 1 or None, got {value!r}")
+    return value

@@ -33,6 +33,7 @@ from ..schemes.wire import Member
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
 from .controller import Controller, StepRequest
+from .hosting import kill, per_process
 from .report import ReportLog, StepReport
 from .session import ensure_ray, stop
 from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
@@ -114,7 +115,9 @@ class ElasticCluster:
     ``verify``: check every product against a sketch of ``A`` and repair it from results that
     check (:mod:`.verifying`); ``tolerance``: warn (``strict=True``: raise) when a real-field
     step's relative error bound exceeds it; ``exclude_after``: remove a machine caught returning
-    wrong results in that many steps (``None``: never).
+    wrong results in that many steps (``None``: never).  ``machines_per_process``: how many
+    machines share one worker process on a node (:mod:`.hosting`; ``None``: 4 when speeds are
+    emulated, ``time_scale > 0``, else 1); sharing saves memory, a process each isolates.
     """
 
     def __init__(self, A, policy: str = "usctec-auto", *, L: int | None = None, S: int | None = None,
@@ -127,7 +130,7 @@ class ElasticCluster:
                  deadline: float | None = 3.0, report_window: int | None = 1000,
                  report_file: str | None = None, verify: bool = True, strict: bool = False,
                  tolerance: float | None = None, exclude_after: int | None = CAUGHT_LIMIT,
-                 **options):
+                 machines_per_process: int | None = None, **options):
         self.family = family_of(policy)
         self.options = parse_options(policy, options)
         if placement not in ("design", "cyclic"):
@@ -153,6 +156,7 @@ class ElasticCluster:
             raise ValueError(f"deadline: {deadline!r} must be a number >= 1 (a multiple of the "
                              f"median completed call's time) or None")
         self.deadline = deadline
+        hosted = per_process(machines_per_process, float(time_scale))
         self.F = make_field(field)
         self.policy, self.L, self.S = policy, L, S
         self.allow_lower_S = allow_lower_S
@@ -193,7 +197,7 @@ class ElasticCluster:
                 sources=sources, time_scale=self.time_scale, placement=placement, seed=seed,
                 learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,
                 default_storage=storage, health_interval=health_interval,
-                options=self.options, masters=masters)
+                options=self.options, masters=masters, machines_per_process=hosted)
             self.controller = self._new_controller()
             self._specs = {s.id: s for s in specs}
             self._handles.update(ray.get(self.controller.start.remote(specs)))
@@ -505,7 +509,7 @@ class ElasticCluster:
         # a scripted crash whose call was cancelled (or that had no call) happens all the same
         unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
         for m in unseen:
-            ray.kill(self._handles[m], no_restart=True)
+            kill(self._handles[m])
         if unseen:
             self._ctrl("mark_dead", unseen)
         self._present = [m for m in prep.speeds if m not in gone]

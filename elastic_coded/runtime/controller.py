@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import MachineSpec
 from ..schemes.plan import PlanError, ShortOfMachines
@@ -28,7 +27,7 @@ from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .drain import Drains, draining_nodes, node_states
 from .health import ping, step_metrics
 from .keepers import make_keeper
-from .worker import Worker
+from .hosting import HostPool, kill
 
 __all__ = ["Controller", "MachineSpec", "StepRequest", "PreparedStep"]
 
@@ -100,7 +99,7 @@ class Controller:
                  time_scale: float, placement: str = "design", seed: int = 0,
                  learn_speeds: bool = True, auto: dict | None = None, ping_timeout: float = 5.0,
                  default_storage: float = 1.0, health_interval: float = 1.0, options=None,
-                 masters: tuple = ()):
+                 masters: tuple = (), machines_per_process: int = 1):
         from ..algebra.fields import field as make_field
 
         self.q = int(num_rows)
@@ -115,6 +114,7 @@ class Controller:
         self.ping_timeout = ping_timeout
         self.default_storage = default_storage
         self.members: dict[str, _Member] = {}
+        self.hosts = HostPool(machines_per_process)  # the worker processes (:mod:`.hosting`)
         self.keeper = make_keeper(self, family, options, placement, tuple(masters), self.F)
         self.pending_left: list[str] = []
         self.pending_joined: list[str] = []
@@ -122,6 +122,7 @@ class Controller:
         self.health_interval = health_interval
         self._health = None
         self._found_dead: set[str] = set()
+        self._why: dict = {}  # machine -> the error that showed it dead
         self._found_preempted: set[str] = set()
         self.drains = Drains()  # machines planned out for a drain notice (:mod:`.drain`)
         self._deferred: dict = {}  # shrinks a drain's repair left for the next step's
@@ -152,14 +153,13 @@ class Controller:
         self.sources.pop(name, None)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _spawn(self, spec: MachineSpec):
-        opts = {}
-        if spec.node is not None:
-            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(spec.node, soft=False)
-        # detached: a worker outlives the controller that started it (the driver replaces a
-        # dead controller, and the shutdown stops every worker)
-        return Worker.options(lifetime="detached", **opts).remote(
-            spec.id, self.field_spec, spec.speed, self.time_scale)
+    async def _spawn(self, specs: list[MachineSpec]) -> None:
+        """Start machines ``specs`` in worker processes (:mod:`.hosting`) and make them members."""
+        placed = [self.hosts.place(s.id, s.node, self.field_spec, s.speed, self.time_scale)
+                  for s in specs]
+        for s, (h, _) in zip(specs, placed):
+            self.members[s.id] = _Member(s, h, new_estimate(s.speed), s.node)
+        await asyncio.gather(*[ref for _, ref in placed])
 
     def _store_call(self, h, source: str, ranges: list):
         src = self.sources[source]
@@ -187,6 +187,7 @@ class Controller:
         dead = []
         for m, out in zip(who, await asyncio.gather(*calls, return_exceptions=True)):
             if isinstance(out, ray.exceptions.RayActorError):
+                self._why[m] = str(out).splitlines()[-1][:300]
                 dead.append(m)
             elif isinstance(out, BaseException):
                 raise out
@@ -203,11 +204,11 @@ class Controller:
         specs = list(specs)
         if self.auto is not None:
             specs += self._auto_specs(set(draining_nodes()))
-        for s in specs:
-            self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
+        await self._spawn(specs)
         dead = await self._store(self.keeper.start(specs))
         if dead:
-            raise RuntimeError(f"machines {dead} died while receiving their rows")
+            raise RuntimeError(f"machines {dead} died while receiving their rows: "
+                               f"{[self._why.get(m) for m in dead]}")
         await self.ping_all()
         self._apply_deaths()
         self._start_health()
@@ -223,6 +224,7 @@ class Controller:
         next step's repair restores what it misses)."""
         for w in members:
             self.members[w.spec.id] = _Member(w.spec, w.handle, new_estimate(w.speed), w.spec.node)
+            self.hosts.adopt(w.spec.id, w.handle, w.spec.node)
         if storage is not None:
             self.keeper.restore(storage)
             for m in set(self.keeper.members()) - set(self.members):
@@ -267,15 +269,17 @@ class Controller:
         before, joined, moved_total = self.keeper.snapshot(), [], 0
         try:
             for s in specs:
-                self.members[s.id] = _Member(s, self._spawn(s), new_estimate(s.speed), s.node)
                 joined.append(s.id)
+                await self._spawn([s])
                 moved = self.keeper.join(s)
                 if await self._store(moved):
                     raise RuntimeError(f"machine {s.id!r} died while receiving its rows")
                 moved_total += sum(b - a for _, a, b, _ in moved)
         except BaseException:
             for m in joined:
-                ray.kill(self.members.pop(m).handle, no_restart=True)
+                if m in self.members:
+                    kill(self.members.pop(m).handle)
+                self.hosts.release(m)
             self.keeper.restore(before)
             raise
         self.pending_joined += joined
@@ -289,19 +293,23 @@ class Controller:
             raise ValueError(f"machine: {machine!r} is not present; present: {sorted(self.members)}")
         h = self.members[machine].handle
         if crash:
-            ray.kill(h, no_restart=True)
+            kill(h)
         else:
-            self._drop(machine)
+            self._drop(machine, release=False)
             try:
                 await h.exit.remote()
             except Exception:  # the actor exits while answering
                 pass
+            self.hosts.release(machine)
 
-    def _drop(self, machine: str) -> None:
+    def _drop(self, machine: str, release: bool = True) -> None:
+        """Plan ``machine`` out; ``release``: it has ended (its process may stop)."""
         if machine in self.members:
             del self.members[machine]
             self.pending_left.append(machine)
             self.keeper.forget(machine)
+        if release:
+            self.hosts.release(machine)
 
     async def mark_dead(self, machines: list[str]) -> None:
         for m in machines:
@@ -316,8 +324,9 @@ class Controller:
                 if m.node in preempted:
                     self.drains.pending_preempted.append(mid)
                 self._drop(mid)
-        for h in self.drains.settle(alive_nodes):
-            ray.kill(h, no_restart=True)  # past its drain deadline: its node is going
+        for m, h in self.drains.settle(alive_nodes):
+            kill(h)  # past its drain deadline (or its node gone): it ends
+            self.hosts.release(m)
         draining = await self._check_drains()
         if self.auto is not None:
             new = self._auto_specs(set(draining))
@@ -339,7 +348,7 @@ class Controller:
         for m, deadline in new:
             v = self.members[m]
             self.drains.retire(m, v.handle, v.node, deadline)
-            self._drop(m)
+            self._drop(m, release=False)  # it runs until its node goes
         versions = self.keeper.sources()
         self.pending_moved += await self._repair(
             max(0, min(self.S, len(self.members) - self.L)), shrink_now=False)
@@ -581,10 +590,8 @@ class Controller:
         handles = [m.handle for m in self.members.values()]
         handles += [h for h, _, _ in self.drains.retiring.values()]  # kept for a drain
         for h in handles:
-            try:
-                ray.kill(h, no_restart=True)
-            except Exception:
-                pass
+            kill(h)
+        self.hosts.stop_all()
         self.members.clear()
         self.drains.retiring.clear()
 

@@ -105,15 +105,13 @@ class Drains:
                  "no deadline" if math.isinf(deadline) else f"deadline in {left:.0f} s")
 
     def settle(self, alive: set, grace_s: float = 1.0) -> list:
-        """Forget retiring machines whose node is gone; return the handles of those past their
-        deadline (``grace_s`` later) whose node still runs, for the caller to stop."""
+        """Forget retiring machines whose node is gone or that are past their deadline
+        (``grace_s`` later); return them, ``[(machine, handle)]``, for the caller to stop."""
         now, stop = time.time(), []
         for m, (h, node, deadline) in list(self.retiring.items()):
-            if node not in alive:
+            if node not in alive or now > deadline + grace_s:
                 del self.retiring[m]
-            elif now > deadline + grace_s:
-                del self.retiring[m]
-                stop.append(h)
+                stop.append((m, h))
         return stop
 
     def take(self) -> tuple[tuple, tuple]:

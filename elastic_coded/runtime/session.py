@@ -57,10 +57,9 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
 
 def stop(actors, own_ray: bool) -> None:
     """Kill ``actors`` (those already gone are skipped) and end Ray if we started it."""
+    from .hosting import kill_process
+
     for a in actors:
-        try:
-            ray.kill(a, no_restart=True)
-        except Exception:  # already gone
-            pass
+        kill_process(a)
     if own_ray:
         ray.shutdown()

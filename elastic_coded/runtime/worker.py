@@ -1,12 +1,18 @@
-"""The worker actor, one class for every scheme: it holds row ranges of *sources* (``A``, or a
+"""One machine of the cluster, for every scheme: it holds row ranges of *sources* (``A``, or a
 coded matrix built from it) and multiplies them by a step's inputs (:class:`~elastic_coded.schemes.wire.Call`).
+A :class:`Machine` lives in a worker process (:class:`~.hosting.Worker`, a Ray actor) with at
+most ``machines_per_process`` others; the driver and controller reach it through a
+:class:`~.hosting.MachineHandle`.
 
 For the unified framework it also keeps a Map result between the phases of a step and builds,
 receives and reduces coded-multicast packets with the pure functions of
 :mod:`elastic_coded.schemes.unified`.
 
-An async actor, so that a running step can be cancelled (``ray.cancel``) and a ping is answered
-while it computes.  Emulated speeds and scripted crashes are driven by the call's arguments
+Its methods are coroutines run by the process's event loop, so that a running step can be
+cancelled (``ray.cancel``) and a ping is answered while it computes.  A crash (scripted, or
+:meth:`die`) ends the machine, not the process: its rows are dropped and every call of it,
+running or later, raises :class:`MachineDied`, as a dead actor's calls raise
+``ActorDiedError``.  Emulated speeds and scripted crashes are driven by the call's arguments
 (see :class:`~elastic_coded.schemes.wire.Call`), so scripts and seeds decide them, never the
 worker.
 """
@@ -14,6 +20,7 @@ worker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 import numpy as np
@@ -22,11 +29,39 @@ import ray
 from ..algebra.fields import field as make_field
 from ..schemes.wire import Call, CallResult
 
-__all__ = ["Worker"]
+__all__ = ["Machine", "MachineDied"]
 
 
-@ray.remote(num_cpus=0)
-class Worker:
+class MachineDied(ray.exceptions.ActorDiedError):
+    """A machine that crashed or left: what its calls raise.  An ``ActorDiedError`` (callers
+    treat it as a dead actor's error), naming the machine; ``preempted`` is ``False``."""
+
+    def __init__(self, machine: str, actor_id: str | None = None, why: str = "crashed"):
+        ray.exceptions.RayActorError.__init__(
+            self, actor_id, f"machine {machine!r} {why}: its calls cannot run")
+        self.machine, self.why = machine, why
+
+    def __reduce__(self):
+        return (MachineDied, (self.machine, self.actor_id, self.why))
+
+
+def _alive(method):
+    """A machine's call: raises :class:`MachineDied` once the machine has ended."""
+    @functools.wraps(method)
+    async def run(self, *args):
+        self.check_alive()
+        return await method(self, *args)
+    return run
+
+
+def _actor_id() -> str | None:
+    try:
+        return ray.get_runtime_context().get_actor_id()
+    except Exception:  # outside an actor (unit tests)
+        return None
+
+
+class Machine:
     """One machine of the cluster."""
 
     def __init__(self, machine_id: str, field_spec, speed: float = 1.0, time_scale: float = 0.0):
@@ -40,7 +75,41 @@ class Worker:
         self._warm = False
         self._cpu = asyncio.Lock()  # one call computes at a time, in arrival order (FIFO)
         self._lie: frozenset = frozenset()  # steps whose results are corrupted (churn scripts)
+        self._died: asyncio.Event | None = None  # set when the machine crashes or leaves
+        self.dead: str | None = None             # why it ended ("crashed", "left")
 
+    # -- life ----------------------------------------------------------------------------------
+    def die(self, why: str = "crashed") -> None:
+        """End the machine: its rows are dropped, its running calls raise :class:`MachineDied`
+        at their next pause, and so does every later call."""
+        if self.dead is None:
+            self.dead = why
+            self.stores.clear()
+            self._kept.clear()
+            self._got.clear()
+            if self._died is not None:
+                self._died.set()
+
+    def died_error(self) -> MachineDied:
+        return MachineDied(self.id, _actor_id(), self.dead or "crashed")
+
+    def check_alive(self) -> None:
+        if self.dead is not None:
+            raise self.died_error()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the machine dies meanwhile (then raise)."""
+        self.check_alive()
+        if seconds > 0:
+            if self._died is None:
+                self._died = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._died.wait(), seconds)
+            except asyncio.TimeoutError:
+                return
+            self.check_alive()
+
+    @_alive
     async def ping(self) -> dict:
         return {"id": self.id, "node": ray.get_runtime_context().get_node_id(),
                 "rows": self.stored_rows()}
@@ -50,6 +119,7 @@ class Worker:
         return sum(b - a for chunks in srcs.values() for a, b, _ in chunks)
 
     # -- storage ---------------------------------------------------------------------------
+    @_alive
     async def store_chunks(self, source: str, ranges, chunk_starts, *chunks) -> int:
         """Keep rows ``ranges`` (``[(start, stop), ...]``) of ``source``, cut from its row
         chunks (``chunks[i]`` holds rows ``chunk_starts[i]..``).  Returns rows now stored."""
@@ -75,6 +145,7 @@ class Worker:
             await asyncio.to_thread(self.F.matmul, arr[:1], self.F.zeros((arr.shape[1], 1)))
             self._warm = True
 
+    @_alive
     async def store_npy(self, source: str, ranges, path: str) -> int:
         """Keep rows ``ranges`` of ``A`` read from the ``.npy`` file at ``path`` (memory-mapped)."""
         A = np.load(path, mmap_mode="r")
@@ -96,6 +167,7 @@ class Worker:
                 out.append((a, b, arr))
         self.stores[source] = out
 
+    @_alive
     async def keep_only(self, source: str, ranges) -> int:
         """Forget every stored row of ``source`` outside ``ranges`` (all of it when empty)."""
         keep = []
@@ -110,6 +182,7 @@ class Worker:
             del self.stores[source]
         return self.stored_rows(source)
 
+    @_alive
     async def drop_sources(self, keep: tuple) -> None:
         """Forget every source not named in ``keep`` (a redesigned coded storage)."""
         for s in [s for s in self.stores if s not in keep]:
@@ -123,6 +196,7 @@ class Worker:
         raise KeyError(f"machine {self.id} does not store rows {a}:{b} of {source}")
 
     # -- compute -------------------------------------------------------------------------------
+    @_alive
     async def lie(self, steps) -> None:
         """Return wrong results in ``steps`` (the churn script's ``corrupt`` events): every
         result of a call of those steps gets a nonzero perturbation after it is computed."""
@@ -148,6 +222,7 @@ class Worker:
         a machine with two calls in flight takes the time of both, as a real one would.  The
         times reported start when the call starts computing."""
         async with self._cpu:
+            self.check_alive()
             return await self._compute(call, inputs)
 
     async def _compute(self, call: Call, inputs) -> CallResult:
@@ -158,6 +233,7 @@ class Worker:
             A_rows = self._rows(t.source, t.rows)
             X = inputs[t.arg] if t.cols is None else inputs[t.arg][:, t.cols[0]:t.cols[1]]
             results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
+            self.check_alive()
             rows_done += t.rows[1] - t.rows[0]
             products += (t.rows[1] - t.rows[0]) * X.shape[1]
         if call.step in self._lie:
@@ -172,12 +248,13 @@ class Worker:
             target = compute_s * call.slow
         if call.crash_at is not None:
             try:
-                await asyncio.sleep(max(0.0, target * call.crash_at - (time.perf_counter() - t0)))
-            finally:  # a scripted crash happens even if the step no longer needs this result
-                # the actor ends at once without answering: every caller sees it dead, as after
-                # a crash, and Ray prints no "worker died unexpectedly" banner for it
-                ray.actor.exit_actor()
-        await asyncio.sleep(max(0.0, target - (time.perf_counter() - t0)))
+                await self._pause(target * call.crash_at - (time.perf_counter() - t0))
+            except asyncio.CancelledError:  # a scripted crash happens even if the step no
+                self.die()                  # longer needs this result
+                raise
+            self.die()  # ends without answering: every caller sees it dead, as after a crash
+            raise self.died_error()
+        await self._pause(target - (time.perf_counter() - t0))
         if call.keep:
             self._forget_other_steps(call.step)
             self._kept[call.step] = (np.concatenate(results, axis=0) if len(results) > 1
@@ -198,6 +275,7 @@ class Worker:
         except KeyError:
             raise RuntimeError(f"machine {self.id}: no Map result for step {step}") from None
 
+    @_alive
     async def shuffle_send(self, step: int, design, plan, k: int) -> list:
         """Build and put (once each) the packets server ``k`` (this machine) sends in ``plan``.
         Returns ``[(transmission index, ObjectRef, values in the packet), ...]``."""
@@ -212,6 +290,7 @@ class Worker:
                 out.append((i, ray.put(packet), int(np.asarray(packet).size)))
         return out
 
+    @_alive
     async def shuffle_receive(self, step: int, design, plan, k: int, packets: list) -> int:
         """Fetch the packets ``[(transmission index, ObjectRef), ...]`` meant for server ``k``
         and decode them.  Returns the number of values recovered."""
@@ -223,6 +302,7 @@ class Worker:
         return sum(receive_packet(design, plan.transmissions[i], k, packet, own, got)
                    for (i, _), packet in zip(packets, arrays))
 
+    @_alive
     async def reduce(self, step: int, design, plan, k: int):
         """Server ``k``'s Reduce: ``(outputs, m x len(outputs) values)``; forgets the step."""
         from ..schemes.unified import reduce_server
@@ -234,5 +314,5 @@ class Worker:
         return plan.outputs_of(k), Y
 
     async def exit(self) -> None:
-        """Graceful departure."""
-        ray.actor.exit_actor()
+        """Graceful departure: the machine ends (its process stays for the others in it)."""
+        self.die("left")

@@ -43,7 +43,7 @@ class Call:
     ``pace_s`` is the call's duration in seconds when the policy's model fixes it (hetero and
     unified draw latencies); otherwise, with ``time_scale > 0``, the worker takes
     ``work / speed * time_scale * slow`` seconds, ``work`` being its products over
-    ``total_products``.  ``crash_at`` in [0, 1]: the process exits after that fraction of the
+    ``total_products``.  ``crash_at`` in [0, 1]: the machine crashes after that fraction of the
     paced time (scripted crashes).  ``keep``: keep the result on the worker for a later
     exchange (unified's Map) and return only the accounting."""
 

@@ -153,6 +153,8 @@ def test_subcommands_are_required(capsys):
 @pytest.mark.parametrize("argv, match", [
     (["run", "/no/such/config.yaml"], r"^error: config: no file at '/no/such/config.yaml'"),
     (["run", "examples/quickstart.yaml", "--steps", "0"], r"^error: --steps: 0 must be >= 1"),
+    (["run", "examples/quickstart.yaml", "--machines-per-process", "0"],
+     r"^error: --machines-per-process: 0 must be >= 1"),
 ])
 def test_run_bad_input(argv, match, capsys, monkeypatch, request):
     monkeypatch.chdir(request.config.rootpath)
@@ -215,7 +217,8 @@ def test_run_says_what_it_starts_before_the_job(in_root, capsys, monkeypatch):
 
     monkeypatch.setattr(jobs, "run_job", run_job)
     assert main(["run", QUICKSTART]) == 0
-    assert re.search(r"starting a local Ray \(12 emulated machines, 2 CPUs\); this takes a "
+    assert re.search(r"starting a local Ray \(12 emulated machines in 3 worker processes, "
+                     r"2 CPUs\); this takes a "
                      r"few seconds", seen[0]), seen
     out, err = capsys.readouterr()
     assert "Ray ready after" in err and "running 30 steps" in err
@@ -225,7 +228,10 @@ def test_run_says_what_it_starts_before_the_job(in_root, capsys, monkeypatch):
 @pytest.mark.parametrize("doc, match", [
     ({"machines": "auto", "ray": {"address": "auto"}},
      r"connecting to the Ray cluster at auto \(machines: auto"),
-    ({"machines": 6, "time_scale": 0}, r"starting a local Ray \(6 machines, \d+ CPUs\)"),
+    ({"machines": 6, "time_scale": 0},
+     r"starting a local Ray \(6 machines in 6 worker processes, \d+ CPUs\)"),
+    ({"machines": 6, "time_scale": 0, "machines_per_process": 4},
+     r"starting a local Ray \(6 machines in 2 worker processes, \d+ CPUs\)"),
 ])
 def test_run_start_line_names_the_cluster(doc, match, tmp_path, capsys, monkeypatch):
     import yaml

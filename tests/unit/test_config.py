@@ -47,6 +47,8 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
     ({"verify": {"tolerance": -1}}, r"'verify.tolerance': -1 must be a relative error bound"),
     ({"verify": {"strict": True}}, r"'verify.strict': True needs verify.tolerance"),
     ({"verify": {"exclude_after": 0}}, r"'verify.exclude_after': 0 must be an int >= 1"),
+    ({"machines_per_process": 0}, r"'machines_per_process': 0 must be an int >= 1 or null"),
+    ({"machines_per_process": True}, r"'machines_per_process': True must be an int >= 1"),
 ])
 def test_bad_configs_name_key_value_and_rule(doc, match):
     with pytest.raises(ConfigError, match=match):
@@ -71,3 +73,17 @@ def test_verify_key_reaches_the_cluster_arguments():
     assert kw["exclude_after"] == 2
     assert cluster_kwargs(parse_config({**BASE, "verify": False}), field("gf(p)"))["verify"] is False
     assert "verify" not in cluster_kwargs(parse_config(BASE), field("gf(p)"))
+
+
+def test_machines_per_process_reaches_the_cluster_and_defaults_by_speed_mode():
+    from elastic_coded.algebra import field
+    from elastic_coded.jobs import cluster_kwargs
+    from elastic_coded.machines import per_process
+
+    cfg = parse_config({**BASE, "machines_per_process": 3})
+    assert cluster_kwargs(cfg, field("gf(p)"))["machines_per_process"] == 3
+    assert cluster_kwargs(parse_config(BASE), field("gf(p)"))["machines_per_process"] is None
+    assert per_process(None, 0.2) == 4 and per_process(None, 0.0) == 1
+    assert per_process(7, 0.0) == 7
+    with pytest.raises(ValueError, match=r"machines_per_process: must be an integer >= 1"):
+        per_process(0, 0.2)

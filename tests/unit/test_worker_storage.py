@@ -5,9 +5,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from elastic_coded.runtime.worker import Worker
-
-WorkerClass = Worker.__ray_actor_class__
+from elastic_coded.runtime.worker import Machine as WorkerClass
 
 
 def _run(coro):

@@ -1,0 +1,162 @@
+"""Worker processes and the machines they host.
+
+A :class:`Worker` is one Ray actor (one process) hosting up to ``machines_per_process``
+:class:`~.worker.Machine` s on one node.  Emulating many machines on one host, a process per
+machine costs about 60 MiB each for Ray's and Python's own state; sharing a process keeps only
+the rows.  Real machines (``time_scale = 0``, measured speeds) get a process each by default, so
+that one machine's compute never slows another's.
+
+Everything else sees a machine through its :class:`MachineHandle`, used like an actor handle:
+``h.compute.remote(call, *refs)`` returns an ``ObjectRef``, ``ray.cancel`` cancels it, and a
+machine that crashed or left raises :class:`~.worker.MachineDied` (an ``ActorDiedError``) from
+every call, as a dead actor would.  A lost process or node fails all its machines' calls with
+Ray's own ``ActorDiedError``.  :func:`kill` is ``ray.kill`` for either kind of handle.
+
+:class:`HostPool` (the controller's) places machines in processes, and stops a process once
+none of its machines is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ..machines import per_process
+from .worker import Machine, MachineDied
+
+__all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_process",
+           "per_process"]
+
+#: a machine's methods callable through its handle
+METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
+                     "compute", "lie", "shuffle_send", "shuffle_receive", "reduce", "exit"})
+
+@ray.remote(num_cpus=0)
+class Worker:
+    """A worker process hosting machines (see the module docstring)."""
+
+    def __init__(self):
+        self.machines: dict[str, Machine] = {}
+
+    async def add(self, machine_id: str, field_spec, speed: float, time_scale: float) -> None:
+        if machine_id in self.machines and self.machines[machine_id].dead is None:
+            raise ValueError(f"machine: {machine_id!r} is already hosted here")
+        self.machines[machine_id] = Machine(machine_id, field_spec, speed, time_scale)
+
+    async def call(self, machine_id: str, method: str, *args):
+        """Run machine ``machine_id``'s ``method`` on ``args``."""
+        if method not in METHODS:
+            raise ValueError(f"method: {method!r} is not a machine's; one of {sorted(METHODS)}")
+        m = self.machines.get(machine_id)
+        if m is None:
+            raise MachineDied(machine_id, ray.get_runtime_context().get_actor_id(), "is unknown")
+        m.check_alive()
+        return await getattr(m, method)(*args)
+
+    async def crash(self, machine_id: str) -> None:
+        """End machine ``machine_id`` without notice: its rows are dropped, its running calls
+        raise at once, and so do later ones (a bare dead record is kept for them)."""
+        m = self.machines.get(machine_id)
+        if m is not None:
+            m.die()
+
+    async def hosted(self) -> tuple:
+        """The machines alive here."""
+        return tuple(i for i, m in self.machines.items() if m.dead is None)
+
+
+@dataclass(frozen=True)
+class MachineHandle:
+    """A machine, reached through its worker process (used like an actor handle)."""
+
+    host: object
+    machine: str
+
+    def __getattr__(self, name: str):
+        if name not in METHODS:
+            raise AttributeError(name)
+        return _Method(self.host, self.machine, name)
+
+
+@dataclass(frozen=True)
+class _Method:
+    host: object
+    machine: str
+    name: str
+
+    def remote(self, *args):
+        return self.host.call.remote(self.machine, self.name, *args)
+
+
+def kill(handle) -> None:
+    """Crash a machine (a :class:`MachineHandle`) or stop an actor, without notice; a handle
+    already gone is skipped."""
+    try:
+        if isinstance(handle, MachineHandle):
+            handle.host.crash.remote(handle.machine)
+        else:
+            ray.kill(handle, no_restart=True)
+    except Exception:  # already gone
+        pass
+
+
+def kill_process(handle) -> None:
+    """Stop the process of a machine (every machine in it) or an actor; gone ones skipped."""
+    kill(handle.host if isinstance(handle, MachineHandle) else handle)
+
+
+class HostPool:
+    """Which process hosts each machine (the controller's): a machine goes to a process on its
+    node (or, with no node named, to one placed anywhere) with room, or to a new one; a process
+    is stopped when the last of its machines is released."""
+
+    def __init__(self, per_process: int):
+        self.per = int(per_process)
+        self.hosts: dict[str, tuple] = {}   # actor id -> (handle, node, {machines})
+        self.where: dict[str, str] = {}     # machine -> actor id
+
+    def place(self, machine_id: str, node: str | None, *init) -> tuple:
+        """Start machine ``machine_id`` (``init``: field, speed, time scale) in a process.
+        Returns ``(handle, ref)``: wait for ``ref`` before calling the machine (an async
+        actor may start a later call first)."""
+        key = next((k for k, (_, n, ms) in self.hosts.items()
+                    if n == node and len(ms) < self.per), None)
+        if key is None:
+            opts = {} if node is None else {
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+            # detached: it outlives the controller that started it (the driver replaces a dead
+            # controller, and the shutdown stops every worker)
+            h = Worker.options(lifetime="detached", **opts).remote()
+            key = h._actor_id.hex()
+            self.hosts[key] = (h, node, set())
+        h, _, ms = self.hosts[key]
+        ref = h.add.remote(machine_id, *init)
+        ms.add(machine_id)
+        self.where[machine_id] = key
+        return MachineHandle(h, machine_id), ref
+
+    def adopt(self, machine_id: str, handle, node: str | None) -> None:
+        """Take over a running machine (from a controller that died)."""
+        if isinstance(handle, MachineHandle):
+            key = handle.host._actor_id.hex()
+            self.hosts.setdefault(key, (handle.host, node, set()))[2].add(machine_id)
+            self.where[machine_id] = key
+
+    def release(self, machine_id: str) -> None:
+        """The machine ended: forget it, and stop its process if no machine is left there."""
+        key = self.where.pop(machine_id, None)
+        if key is None:
+            return
+        h, _, ms = self.hosts[key]
+        ms.discard(machine_id)
+        if not ms:
+            del self.hosts[key]
+            kill(h)
+
+    def stop_all(self) -> None:
+        for h, _, _ in self.hosts.values():
+            kill(h)
+        self.hosts.clear()
+        self.where.clear()
