@@ -16,7 +16,22 @@ import ray
 
 from ..schemes.wire import Call, CallResult
 
-__all__ = ["Gather", "QuorumCollector"]
+__all__ = ["Gather", "QuorumCollector", "cancel"]
+
+
+def _consume(fut) -> None:
+    fut.exception()  # looked at: Ray does not report it as an unhandled error
+
+
+def cancel(ref) -> None:
+    """Cancel a call no one waits for any more.  Its outcome is still consumed when it comes:
+    a call that failed first (a machine's crash, :class:`~.worker.MachineDied`) would
+    otherwise be printed by Ray as an unhandled error when the reference is dropped."""
+    try:
+        ray.cancel(ref)
+    except Exception:  # its actor is gone: nothing runs any more
+        pass
+    ref.future().add_done_callback(_consume)
 
 
 class QuorumCollector:
@@ -102,7 +117,7 @@ class Gather:
                 self._take(ready[0])
         finally:
             for r in self.pending:
-                ray.cancel(r)
+                cancel(r)
 
     def _take(self, r) -> None:
         machine, call, t_sent = self.pending.pop(r)

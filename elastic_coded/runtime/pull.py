@@ -23,7 +23,7 @@ from ..schemes.policies import pull as pl
 from ..schemes.policies.collect import LagrangeCollector
 from ..schemes.reference import assemble
 from ..schemes.wire import Call, TaskSpec
-from .gather import Gather
+from .gather import Gather, cancel
 
 __all__ = ["run_pull", "PullGather", "FINE"]
 
@@ -210,7 +210,7 @@ class _Loop:
                 self._fill_all()
         finally:
             for ref in list(g.pending):
-                ray.cancel(ref)
+                cancel(ref)
                 self._forget(ref, time.perf_counter())
 
     def _live(self) -> list:
@@ -269,10 +269,7 @@ class _Loop:
         if ref not in self.g.pending:
             return
         started = self.q.running.get(m) and self.q.running[m][0].key == ref
-        try:
-            ray.cancel(ref)
-        except Exception:  # its actor is gone: its error arrives with the others
-            pass
+        cancel(ref)
         if started:
             self.g.outrun.add(m)
         self._forget(ref, now, started)
