@@ -31,7 +31,8 @@ __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_p
 
 #: a machine's methods callable through its handle
 METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
-                     "compute", "lie", "shuffle_send", "shuffle_receive", "reduce", "exit"})
+                     "compute", "lie", "shuffle_send", "shuffle_receive", "reduce", "map_result",
+                     "exit"})
 
 @ray.remote(num_cpus=0)
 class Worker:

@@ -30,6 +30,7 @@ from ..schemes.registry import PULL, SPECULATION
 from ..schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
 from ..schemes.wire import Call, TaskSpec
 from .gather import Gather, QuorumCollector
+from .verify_unified import UnifiedRun
 
 __all__ = ["Outcome", "run_lagrange", "run_hetero", "run_unified"]
 
@@ -294,7 +295,8 @@ def _unified_once(cl, X: np.ndarray, ev, prep):
              "reduce_s": time.perf_counter() - t_shuffle, "pad_rows": st.pad_rows,
              "version": st.version}
     used = {0: tuple(st.servers[k] for k in Q)}
-    return Y[:st.m], Outcome(g, t2 - t1, time.perf_counter() - t_shuffle, total, used, (), extra)
+    return Y[:st.m], Outcome(g, t2 - t1, time.perf_counter() - t_shuffle, total, used, (), extra,
+                             collector=UnifiedRun(st, plan, Q))
 
 
 def shuffle_for(st: uni.UnifiedStorage, Q: tuple, N: int):

@@ -18,8 +18,8 @@ again, first by the machines the plan gave them to, then by other machines stori
 rows that were not caught, and checked in turn.  A piece that still lacks ``L`` good results
 raises :class:`VerificationError` (naming the machines caught): never a wrong or partial product.
 Heterogeneous masters repair a wrong master from the coded rows that check (each against a
-sketch of the master's coded matrix); the unified scheme cannot tell a liar from its output, so a
-wrong product raises.
+sketch of the master's coded matrix).  The unified scheme repairs from the Map results its
+fastest servers kept, each checked against a sketch of the coded storage (:mod:`.verify_unified`).
 
 **Exclusion.**  A machine caught in ``exclude_after`` steps (default
 :data:`~elastic_coded.churn.CAUGHT_LIMIT`, 2) is removed after the step (as a graceful departure:
@@ -30,8 +30,8 @@ step's pieces (``lagrange.py``); ``error_bound = 1.01 gamma_{n + 10 L} kappa ||A
 bounds ``||Y - A B||_F`` (the pieces tile the product, so the per-piece bounds add up in squares
 to it); ``relative_error_bound`` divides it by ``||Y||_F``.  Heterogeneous masters: the same
 form with the Skeel condition of the coded rows decoded from, times ``k`` for the solve (an
-estimate, not a proof); unified: no bound (its storage code has none here), but an a
-posteriori estimate of the error from the sketch (:meth:`Verifier._estimate`).  Above a
+estimate, not a proof); unified: the same form with the largest solve condition of the
+Reduce's decodes (:mod:`.verify_unified`; an estimate above ``m = 64``).  Above a
 ``tolerance`` it warns, or raises :class:`ToleranceExceeded` with ``strict=True``.
 """
 
@@ -133,6 +133,7 @@ class Verifier:
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
         self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
         self._coded_sketches: dict = {}  # hetero: master -> sketch of its coded rows (lazy)
+        self._unified = None  # unified: its checks (:mod:`.verify_unified`, lazy)
         self.counts: dict[str, int] = {}
         self._armed: set = set()  # machines told to lie in the current step
         self.last = Verdict()
@@ -162,31 +163,24 @@ class Verifier:
         elif self.family == "hetero" and col is not None:
             Y = self._hetero(cl, X, Y, col, state, (out.prep or prep).plan)
             bound = self._hetero_bound(X, Y, col, cl)
+        elif self.family == "unified" and col is not None:
+            from .verify_unified import UnifiedChecks
+
+            if self._unified is None:
+                self._unified = UnifiedChecks(self)
+            if self.on:
+                Y, kappa = self._unified.verify(cl, X, Y, col, state)
+            else:
+                kappa = 1.0 if self.F.exact else self._unified.condition(col)
+            bound = (None, 0.0, 0.0) if self.F.exact else self._unified.bound(X, Y, kappa)
         else:
-            if self.on and self.F.exact:
-                if not check(self.sketches[0], X, Y):
-                    self._fail(cl, state, "the product failed verification; the unified scheme "
-                                          "cannot tell which machine's results were wrong")
-                state.checked = True
-            bound = self._estimate(X, Y) if self.on and not self.F.exact else (None, None, None)
+            bound = (None, None, None)
         excluded = self._count(state.caught)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
                             time.perf_counter() - t0)
         self._tolerance_check(cl)
         return Y
-
-    def _estimate(self, X, Y) -> tuple:
-        """Unified in the reals: no bound, but an a posteriori estimate of ``||Y - A X||_F``
-        from the sketch: ``U`` has i.i.d. zero-mean entries, so ``E ||U e||^2 = t s^2 ||e||^2``
-        with ``s^2`` estimated by ``||U||_F^2 / (t m)``.  Reported as ``error_bound`` with
-        ``condition`` left ``None`` (an estimate, not a proof)."""
-        sk = self.sketches[0]
-        X = np.asarray(X, dtype=np.float64).reshape(sk.shape[1], -1)
-        Y = np.asarray(Y, dtype=np.float64).reshape(sk.shape[0], -1)
-        resid = float(np.linalg.norm(sk.U @ Y - sk.UA @ X))
-        est = resid * math.sqrt(sk.U.shape[1]) / max(float(np.linalg.norm(sk.U)), 1e-300)
-        return None, est, _relative(est, Y)
 
     def _fail(self, cl, state, msg: str):
         self._count(state.caught)  # counted; excluded after the next step that succeeds
@@ -209,7 +203,9 @@ class Verifier:
         msg = (f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the "
                f"tolerance {self.tolerance:.3g}")
         if self.strict:
-            raise ToleranceExceeded(msg + "; use a finite field, or a smaller L + S")
+            hint = {"unified": "fewer rows (its Reed-Solomon decodes grow worse with m)",
+                    "hetero": "a smaller code"}.get(self.family, "a smaller L + S")
+            raise ToleranceExceeded(msg + f"; use a finite field, or {hint}")
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     def exclude(self, cl) -> tuple:

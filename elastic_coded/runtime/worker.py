@@ -304,14 +304,19 @@ class Machine:
 
     @_alive
     async def reduce(self, step: int, design, plan, k: int):
-        """Server ``k``'s Reduce: ``(outputs, m x len(outputs) values)``; forgets the step."""
+        """Server ``k``'s Reduce: ``(outputs, m x len(outputs) values)``; forgets the values
+        received (the Map result is kept until the next step's Map)."""
         from ..schemes.unified import reduce_server
 
         own = self._kept_map(step)
         Y = await asyncio.to_thread(reduce_server, design, plan, k, own, self._got.get(step, {}))
-        self._kept.pop(step, None)
-        self._got.pop(step, None)
+        self._got.pop(step, None)  # the Map result stays until the next Map, for verification
         return plan.outputs_of(k), Y
+
+    @_alive
+    async def map_result(self, step: int) -> np.ndarray:
+        """The Map result kept for ``step`` (the driver checks it when a product fails)."""
+        return self._kept_map(step)
 
     async def exit(self) -> None:
         """Graceful departure: the machine ends (its process stays for the others in it)."""

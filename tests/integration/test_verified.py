@@ -118,10 +118,38 @@ def test_hetero_masters_repair_a_lying_worker(ray_session):
             assert bool(r.caught) == bool(r.repaired)
 
 
-def test_unified_never_returns_a_wrong_product(ray_session):
+@pytest.mark.parametrize("fld", ["gf(65537)", "real"])
+def test_unified_catches_a_liar_and_repairs_from_map_results_that_check(ray_session, fld):
+    """A lying server of the fastest q is caught from its Map result (checked against a
+    sketch of the coded storage) and the product is decoded again from rows that check; the
+    real field reports the Reduce's condition and stays within its bound; when every server
+    lies, a clear error, never a wrong product."""
+    R = field(fld)
     rng = np.random.default_rng(4)
-    A, X = F.random((12, 6), rng), F.random((6, 2), rng)
-    with ElasticCluster(A, "unified", machines=4, field=F, mu="1/2", q=2, N=2) as c:
-        assert np.array_equal(c.multiply(X), F.matmul(A, X)) and c.reports[-1].verified
-        with pytest.raises(VerificationError, match="the unified scheme cannot tell which"):
-            c.multiply(X, events=StepEvents(corrupt=tuple(IDS[:4])))
+    A, X = R.random((20, 6), rng), R.random((6, 4), rng)
+    ms = [{"id": m, "speed": 1.0, "storage": 1.0} for m in IDS]
+    with ElasticCluster(A, "unified", machines=ms, field=R, mu="1/2", q=4, N=4,
+                        time_scale=0.02, exclude_after=None) as c:
+        def good(Y):
+            want = R.matmul(A, X)
+            return (np.array_equal(Y, want) if R.exact else
+                    np.linalg.norm(Y - want) <= c.reports[-1].error_bound)
+
+        assert good(c.multiply(X)) and c.reports[-1].verified and not c.reports[-1].caught
+        fastest = c.reports[-1].extra["fastest"]
+        liar = IDS[fastest[0]]
+        # the liar is made fast, so that it is among the q whose Map results are used; a lie
+        # (one entry of its Map result) that no Reduce uses is harmless, so it lies until caught
+        ev = StepEvents(slow={m: 3.0 for m in IDS if m != liar}, corrupt=(liar,))
+        for _ in range(8):
+            Y = c.multiply(X, events=ev)
+            r = c.reports[-1]
+            assert good(Y) and r.verified and r.caught in ((), (liar,))
+            if r.caught:
+                break
+        assert r.caught == (liar,) and r.repaired
+        if not R.exact:
+            assert r.condition >= 1 and r.relative_error_bound < 1e-6
+        with pytest.raises(VerificationError, match="coded rows it needs check"):
+            c.multiply(X, events=StepEvents(corrupt=tuple(IDS)))
+        assert good(c.multiply(X, events=StepEvents()))  # a failed step changed nothing

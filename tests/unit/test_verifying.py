@@ -159,22 +159,67 @@ def test_simulator_costs_lies_and_excludes_a_repeat_liar():
     assert lying.summary["usctec"]["mean"] >= honest.summary["usctec"]["mean"]
 
 
-@settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10 ** 6), scale=st.sampled_from([1e-12, 1e-6, 1.0]))
-def test_unified_real_steps_get_an_a_posteriori_error_estimate(seed, scale):
-    """No bound exists for the unified storage code in the reals; the sketch estimates the
-    error instead: within a small factor of the true ``||Y - A X||_F``."""
+def _unified_run(R, A, X, K, mu, q, fastest):
+    """An honest unified step in-process, and the :class:`UnifiedRun` the runtime records."""
+    from elastic_coded.runtime.verify_unified import UnifiedRun
+    from elastic_coded.schemes.policies.unified import UnifiedStorage
+    from elastic_coded.schemes.unified import run_in_process
+
+    res = run_in_process(A, X, K, mu, q, R, fastest=fastest)
+    st_ = UnifiedStorage(res.design, tuple(f"m{k}" for k in range(K)), 0, A.shape[0],
+                         X.shape[1])
+    return res.outputs, UnifiedRun(st_, res.plan, tuple(sorted(fastest)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), fastest=st.sampled_from([(0, 1, 2, 3), (2, 3, 4, 5),
+                                                              (0, 2, 3, 5)]))
+def test_unified_real_steps_carry_the_reduce_condition_and_a_bound_they_meet(seed, fastest):
+    """The bound comes from the Reduce's decodes (the largest solve condition over the row
+    sets the servers of Q decode from): an honest step is accepted and its true error is
+    within the bound; a product wrong by far more than the bound fails the check."""
+    from elastic_coded.algebra.lagrange import solve_condition
+    from elastic_coded.algebra.verify import check
+    from elastic_coded.schemes.unified import reduce_groups
+
     rng = np.random.default_rng(seed)
     R = field("real")
     A = rng.standard_normal((60, 12))
     X = rng.standard_normal((12, 4))
-    E = rng.standard_normal((60, 4)) * scale
+    Y, run = _unified_run(R, A, X, 6, "1/2", 4, fastest)
+    d = run.storage.design
+    want = max(solve_condition(d.generator[list(rows)])
+               for k in fastest for rows in reduce_groups(d, run.plan, k))
     ver = Verifier(R, "unified", A, seed=seed)
-    out = SimpleNamespace(collector=None, prep=None)
-    cl = SimpleNamespace(_step=0)
-    ver.verify(cl, X, A @ X + E, out)
+    out = SimpleNamespace(collector=run, prep=None)
+    got = ver.verify(SimpleNamespace(_step=0), X, Y, out)
     v = ver.last
-    true = float(np.linalg.norm(E))
-    assert v.condition is None and v.verified is None
-    assert true / 4 <= v.error_bound <= 4 * true + 1e-12
-    assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(A @ X + E))
+    assert got is Y and v.verified and not v.caught
+    assert v.condition == pytest.approx(want) and v.condition >= 1
+    assert np.linalg.norm(Y - A @ X) <= v.error_bound
+    assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(Y))
+    bad = Y.copy()
+    bad[0, 0] += 1e3 * v.error_bound
+    assert not check(ver.sketches[0], X, bad, condition=v.condition, extra_terms=10 * d.m)
+
+
+def test_unified_real_condition_grows_with_m_as_a_reed_solomon_code_does():
+    """The real storage code is Reed-Solomon: its decodes are far worse conditioned than a
+    Lagrange piece's, and more so as m grows (over every set Q of fastest servers); the
+    bound reports it."""
+    import itertools
+
+    from elastic_coded.runtime.verify_unified import UnifiedChecks
+
+    R = field("real")
+    rng = np.random.default_rng(1)
+    medians, worst = [], []
+    for m in (20, 240):
+        A = rng.standard_normal((m, 6))
+        X = rng.standard_normal((6, 4))
+        checks = UnifiedChecks(Verifier(R, "unified", A, seed=0))
+        conds = [checks.condition(_unified_run(R, A, X, 6, "1/2", 4, Q)[1])
+                 for Q in itertools.combinations(range(6), 4)]
+        medians.append(float(np.median(conds)))
+        worst.append(max(conds))
+    assert medians[0] < medians[1] and worst[1] > 1e6 and min(worst) > 1e2

@@ -12,7 +12,7 @@ topic modules (import the names from here):
   :func:`storage_design`, :func:`encode_storage`, :func:`map_compute`; shuffle (``_shuffle``):
   :func:`reduce_assignment`, :func:`shuffle_plan`, :func:`check_shuffle_plan`,
   :func:`encode_packet`, :func:`decode_packet`, :func:`receive_packet`; reduce (``_reduce``):
-  :func:`reduce_outputs`, :func:`reduce_server`;
+  :func:`reduce_outputs`, :func:`reduce_server`, :func:`reduce_groups`, :func:`received_rows`;
 * a reference in-process executor (``_inprocess``), :func:`run_in_process`, that defines the
   semantics every other executor of these plans must match;
 * the Map latency model (``_inprocess``): one draw per server, :func:`sample_map_latencies`, and
@@ -59,7 +59,7 @@ tie between unicast and the extra multicast round goes to unicast.
 from ._inprocess import RunResult, run_in_process, sample_map_latencies, simulate_map_latency
 from ._params import MuLike, as_mu
 from ._plot import plot_tradeoff
-from ._reduce import reduce_outputs, reduce_server
+from ._reduce import received_rows, reduce_groups, reduce_outputs, reduce_server
 from ._shuffle import (Segment, ShufflePlan, Transmission, check_shuffle_plan, decode_packet,
                        encode_packet, receive_packet, reduce_assignment, shuffle_plan)
 from ._storage import StorageDesign, encode_storage, map_compute, rows_multiple, storage_design
@@ -91,6 +91,8 @@ __all__ = [
     "encode_packet",
     "decode_packet",
     "receive_packet",
+    "received_rows",
+    "reduce_groups",
     "reduce_outputs",
     "reduce_server",
     "run_in_process",

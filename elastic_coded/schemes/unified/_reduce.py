@@ -22,27 +22,48 @@ def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.nda
     return design.field.solve(design.generator[rows], np.asarray(values))
 
 
+def received_rows(plan: ShufflePlan, k: int) -> dict[int, set]:
+    """``{output: coded rows}`` whose values server ``k`` receives in the Shuffle of ``plan``."""
+    got: dict[int, set] = {}
+    for t in plan.transmissions:
+        if k in t.receivers:
+            seg = t.segment_for(k)
+            for row, o in zip(seg.rows, seg.outputs):
+                got.setdefault(o, set()).add(row)
+    return got
+
+
+def reduce_groups(design: StorageDesign, plan: ShufflePlan, k: int, got=None) -> dict:
+    """``{coded rows: [c, ...]}``: the ``m`` coded rows server ``k``'s Reduce decodes each of its
+    outputs from (its own rows first, then those received by increasing row; ``got``: the rows
+    received per output, default :func:`received_rows`), the outputs (``c``-th of
+    ``plan.outputs_of(k)``) sharing each row set together."""
+    got = received_rows(plan, k) if got is None else got
+    local = tuple(design.server_rows[k])
+    local_set = set(local)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for c, o in enumerate(plan.outputs_of(k)):
+        extra = sorted(row for row in got.get(o, ()) if row not in local_set)
+        groups.setdefault((local + tuple(extra))[:design.m], []).append(c)
+    return groups
+
+
 def reduce_server(design: StorageDesign, plan: ShufflePlan, k: int, own_map: np.ndarray,
                   got: dict[int, dict[int, object]]) -> np.ndarray:
     """Server ``k``'s Reduce (MATH.md §2): decode each output it reduces from ``m`` distinct
     coded values, its own Map result first (``own_map``, :func:`map_compute`), then the values
-    it received (``got[o][row]``, :func:`receive_packet`) by increasing row.
+    it received (``got[o][row]``, :func:`receive_packet`) by increasing row
+    (:func:`reduce_groups`).
 
     Returns ``m x len(plan.outputs_of(k))``: column ``c`` is ``A x_o`` for the ``c``-th output
     ``o`` of ``plan.outputs_of(k)``.  Outputs sharing the same coded rows are solved together."""
     fld = design.field
     m = design.m
     outs = plan.outputs_of(k)
-    local = tuple(design.server_rows[k])
-    local_set = set(local)
+    local_set = set(design.server_rows[k])
     own_map = np.asarray(own_map)
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for c, o in enumerate(outs):
-        extra = sorted(row for row in got.get(o, {}) if row not in local_set)
-        rows = (local + tuple(extra))[:m]
-        groups.setdefault(rows, []).append(c)
     result = fld.zeros((m, len(outs)))
-    for rows, cols in groups.items():
+    for rows, cols in reduce_groups(design, plan, k, got).items():
         n_local = sum(1 for row in rows if row in local_set)
         vals = fld.zeros((m, len(cols)))
         if n_local:
@@ -53,5 +74,3 @@ def reduce_server(design: StorageDesign, plan: ShufflePlan, k: int, own_map: np.
                 vals[t_i, ci] = column[row]
         result[:, cols] = reduce_outputs(design, rows, vals)
     return result
-
-

@@ -1,0 +1,173 @@
+"""Verified steps of the unified coding framework (MATH.md §2): the product checked with the
+condition of the Reduce's decodes, and repaired from Map results that check.
+
+**Condition** (real field).  Server ``k`` of the fastest ``Q`` decodes each of its outputs by
+solving ``G[rows] y = v`` for the ``m`` coded rows of its Reduce
+(:func:`~elastic_coded.schemes.unified.reduce_groups`, known from the Shuffle plan).  The
+step's ``condition`` is the largest :func:`~elastic_coded.algebra.lagrange.solve_condition` over
+those row sets (cached per row set: the same fastest servers give the same sets), and its bound
+``1.01 gamma_{n + 10 m} kappa ||A||_F ||X||_F``, as for the other schemes (an estimate, not a
+proof, above ``m = 64``).  The real storage code is a Reed-Solomon code: its decodes are far
+worse conditioned than a Lagrange piece's (``m`` in the hundreds reaches ``1e9`` and beyond), and
+the report says so.
+
+**Repair.**  A product that fails the check cannot tell which server lied (a wrong Map value
+reaches every server it is sent to).  So every server of ``Q`` hands over the Map result it
+kept (:meth:`~.worker.Machine.map_result`), and each is checked against a sketch of the coded
+storage ``G [A; 0]`` (row runs of the server's batches, a plain product's tolerance): a server
+whose values fail is caught.  The product is decoded at the driver from ``m`` coded rows that
+check, the systematic rows (``A``'s own) first; when the servers of ``Q`` that check hold fewer
+than ``m`` distinct rows, other servers not caught compute their Map again.  Fewer than ``m``
+rows that check raise :class:`~.verifying.VerificationError`: never a wrong product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+
+from ..algebra.lagrange import rounding_bound, solve_condition
+from ..algebra.verify import check, make_sketch
+from ..schemes import unified as uni
+from ..schemes.policies import unified as upol
+from ..schemes.wire import Call
+
+__all__ = ["UnifiedRun", "UnifiedChecks"]
+
+_CACHE = 4096  # row sets whose condition is kept
+
+
+@dataclass(frozen=True)
+class UnifiedRun:
+    """What a unified step ran: the storage in force, the Shuffle plan and the fastest ``Q``."""
+
+    storage: object
+    plan: object
+    fastest: tuple
+
+
+class UnifiedChecks:
+    """The driver's state for verifying unified steps: conditions by row set, and a sketch of
+    the coded storage per storage version (drawn like the sketch of ``A``)."""
+
+    def __init__(self, ver):
+        self.ver = ver
+        self._cond: dict = {}
+        self._coded: dict = {}  # version -> sketch of G [A; 0]
+
+    def condition(self, run: UnifiedRun) -> float:
+        d = run.storage.design
+        worst = 1.0
+        for k in run.fastest:
+            for rows in uni.reduce_groups(d, run.plan, k):
+                key = (run.storage.version, rows)
+                if key not in self._cond:
+                    if len(self._cond) >= _CACHE:
+                        self._cond.clear()
+                    self._cond[key] = solve_condition(np.asarray(d.generator)[list(rows)])
+                worst = max(worst, self._cond[key])
+        return worst
+
+    def bound(self, X, Y, kappa: float) -> tuple:
+        from .verifying import _relative
+
+        m = self.ver.sketches[0].shape[0] if self.ver.sketches else Y.shape[0]
+        b = rounding_bound(X.shape[0] + 10 * m, kappa, self.ver.norms[0],
+                           float(np.linalg.norm(X)))
+        return kappa, b, _relative(b, Y)
+
+    def verify(self, cl, X, Y, run: UnifiedRun, state) -> tuple:
+        """``(Y, kappa)``: the product checked, or repaired (module docstring)."""
+        ver, F = self.ver, self.ver.F
+        kappa = 1.0 if F.exact else self.condition(run)
+        terms = 10 * run.storage.design.m
+        state.checked = True
+        if check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms):
+            return Y, kappa
+        Y2, kappa2 = self._repair(cl, X, run, state)
+        if not check(ver.sketches[0], X, Y2, condition=kappa2, extra_terms=terms):
+            ver._fail(cl, state, "the repaired product failed verification")
+        state.repaired.update(self._wrong_outputs(X, Y, run, kappa))
+        return Y2, kappa2
+
+    def _repair(self, cl, X, run: UnifiedRun, state) -> tuple:
+        st, d = run.storage, run.storage.design
+        sk = self._coded_sketch(st)
+        good: dict = {}  # coded row -> value row
+        xref = None
+        for k in run.fastest:
+            self._screen(sk, X, st, k, self._kept(cl, st, k), good, state)
+        others = [k for k in range(len(st.servers)) if k not in run.fastest]
+        for k in others:
+            if len(good) >= d.m:
+                break
+            mach = st.servers[k]
+            if mach not in cl._handles or mach in state.caught:
+                continue
+            xref = xref if xref is not None else ray.put(X)
+            self._screen(sk, X, st, k, self._map_again(cl, st, k, xref, state), good, state)
+        if len(good) < d.m:
+            ver = self.ver
+            ver._fail(cl, state, f"the product failed verification and only {len(good)} of the "
+                                 f"m = {d.m} coded rows it needs check")
+        rows = sorted(good, key=lambda r: (r >= d.m, r))[:d.m]  # the systematic rows first
+        V = np.stack([good[r] for r in rows])
+        G = np.asarray(d.generator)[rows]
+        Y = d.field.solve(G, V)[:st.m]
+        return Y, (1.0 if self.ver.F.exact else solve_condition(G))
+
+    def _coded_sketch(self, st):
+        if st.version not in self._coded:
+            C = upol.coded_matrix(st, np.asarray(self.ver.mats[0]))
+            self._coded = {st.version: make_sketch(self.ver.F, C, seed=self.ver.seed)}
+        return self._coded[st.version]
+
+    @staticmethod
+    def _kept(cl, st, k):
+        try:
+            return ray.get(cl._handles[st.servers[k]].map_result.remote(cl._step))
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, KeyError):
+            return None  # gone, or it kept nothing: not a result
+
+    @staticmethod
+    def _map_again(cl, st, k, xref, state):
+        tasks = upol.map_tasks(st, k)
+        call = Call(cl._step, tasks, 1, pace_s=0.0)
+        try:
+            res = ray.get(cl._handles[st.servers[k]].compute.remote(call, xref))
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            return None
+        state.recomputed += 1
+        return np.concatenate([np.asarray(H) for H in res.results], axis=0)
+
+    @staticmethod
+    def _screen(sk, X, st, k, M, good: dict, state) -> None:
+        """File server ``k``'s Map result ``M`` (its coded rows, increasing) as good rows, or
+        catch the server."""
+        if M is None:
+            return
+        mach, M, at, ok = st.servers[k], np.asarray(M), 0, True
+        ranges = st.ranges_of(k)
+        if M.shape != (sum(b - a for a, b in ranges), X.shape[1]):
+            ok = False
+        else:
+            for a, b in ranges:
+                ok = ok and bool(check(sk, X, M[at:at + b - a], (a, b)))
+                at += b - a
+        if not ok:
+            state.caught.add(mach)
+            return
+        at = 0
+        for a, b in ranges:
+            for i in range(a, b):
+                good.setdefault(i, M[at + i - a])
+            at += b - a
+
+    def _wrong_outputs(self, X, Y, run: UnifiedRun, kappa: float) -> list:
+        """The outputs (columns) of the failed product that fail on their own."""
+        sk, terms = self.ver.sketches[0], 10 * run.storage.design.m
+        return [j for j in range(X.shape[1])
+                if not check(sk, X[:, j:j + 1], Y[:, j:j + 1], condition=kappa,
+                             extra_terms=terms)]
