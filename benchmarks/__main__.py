@@ -210,6 +210,13 @@ def summary(out: str) -> str:
             f"(best) / step (median)", f"{100 * v:.2f}% ({1000 * f['check_alone_s']:.2f} ms; "
             f"t_verify median {1000 * f['median_t_verify_s']:.1f} ms)", "<= 5%", v <= 0.05,
             "verify.json")
+    mem = _load(out, "memory.json")
+    if mem and "shared" in mem:
+        a, b = mem["shared"]["peak_pss_mib"], mem["one_per_process"]["peak_pss_mib"]
+        add("quickstart memory, peak PSS summed: shared worker processes / one per machine",
+            f"{a:.0f} / {b:.0f} MiB ({mem['shared']['processes_at_peak']} / "
+            f"{mem['one_per_process']['processes_at_peak']} processes)", "below one per machine",
+            a < b, "memory.json")
     un = _load(out, "unified.json")
     if un:
         ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])

@@ -3,7 +3,9 @@ worker processes), sampled while it runs.
 
     python benchmarks/bench_memory.py [--quick] [--config examples/quickstart.yaml] [--out DIR]
 
-Runs ``elastic-coded run CONFIG --quiet`` (``--quick``: 10 steps) and, every 0.2 s, reads the
+Runs ``elastic-coded run CONFIG --quiet`` (``--quick``: 10 steps) twice, as configured (emulated
+machines share worker processes, ``machines_per_process``) and with ``--machines-per-process 1``
+(a process per machine), and, every 0.2 s, reads the
 memory of that process and all its descendants from ``/proc``: PSS (``smaps_rollup``: shared
 pages split among the processes that map them, so the sum is what the run costs the machine)
 and RSS (the sum counts shared pages once per process).  Reports the peak of each sum, the
@@ -84,10 +86,13 @@ def _kind(cmd: str) -> str:
     return "other"
 
 
-def measure(config: str, steps: int | None, interval: float = 0.2) -> dict:
+def measure(config: str, steps: int | None, interval: float = 0.2,
+            per_process: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "elastic_coded.cli", "run", config, "--quiet"]
     if steps is not None:
         cmd += ["--steps", str(steps)]
+    if per_process is not None:
+        cmd += ["--machines-per-process", str(per_process)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -112,7 +117,7 @@ def measure(config: str, steps: int | None, interval: float = 0.2) -> dict:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-2000:]}")
     mib = 1 / 2 ** 20
     return {
-        "config": config, "steps": steps, "samples": samples,
+        "config": config, "steps": steps, "samples": samples, "machines_per_process": per_process,
         "wall_s": time.perf_counter() - t0,
         "peak_pss_mib": peak["pss"] * mib, "peak_rss_sum_mib": peak_rss * mib,
         "private_anon_at_peak_mib": peak["anon"] * mib,
@@ -123,9 +128,8 @@ def measure(config: str, steps: int | None, interval: float = 0.2) -> dict:
     }
 
 
-def markdown(res: dict) -> str:
-    lines = [f"# Memory of `elastic-coded run {res['config']}`",
-             "",
+def _section(res: dict, title: str) -> list:
+    lines = [f"## {title}", "",
              f"Peak total PSS **{res['peak_pss_mib']:.0f} MiB** over "
              f"{res['processes_at_peak']} processes (sum of RSS, shared pages counted once per "
              f"process: {res['peak_rss_sum_mib']:.0f} MiB; anonymous memory, which no other "
@@ -136,13 +140,31 @@ def markdown(res: dict) -> str:
              "|---|---|---|---|"]
     for kind, v in res["by_kind"].items():
         lines.append(f"| {kind} | {v['processes']} | {v['pss_mib']:.0f} | {v['rss_mib']:.0f} |")
-    lines += ["", "`python benchmarks/bench_memory.py` (PSS from /proc/PID/smaps_rollup of the "
-              "CLI process and all its descendants, every 0.2 s)."]
+    return lines + [""]
+
+
+def markdown(res: dict) -> str:
+    shared, alone = res["shared"], res["one_per_process"]
+    saved = alone["peak_pss_mib"] - shared["peak_pss_mib"]
+    lines = [f"# Memory of `elastic-coded run {res['config']}`", "",
+             "| worker processes | peak PSS, summed (MiB) | processes at the peak | sum of RSS (MiB) |",
+             "|---|---|---|---|",
+             f"| shared (as configured) | {shared['peak_pss_mib']:.0f} | "
+             f"{shared['processes_at_peak']} | {shared['peak_rss_sum_mib']:.0f} |",
+             f"| one per machine (`--machines-per-process 1`) | {alone['peak_pss_mib']:.0f} | "
+             f"{alone['processes_at_peak']} | {alone['peak_rss_sum_mib']:.0f} |", "",
+             f"Sharing saves {saved:.0f} MiB ({100 * saved / alone['peak_pss_mib']:.0f}%).", ""]
+    lines += _section(shared, "Shared worker processes (as configured)")
+    lines += _section(alone, "One worker process per machine")
+    lines += ["`python benchmarks/bench_memory.py` (PSS from /proc/PID/smaps_rollup of the "
+              "CLI process and all its descendants, every 0.2 s; both runs one after the other)."]
     return "\n".join(lines) + "\n"
 
 
 def run(quick: bool, out: str, config: str = "examples/quickstart.yaml") -> dict:
-    res = measure(config, 10 if quick else None)
+    steps = 10 if quick else None
+    res = {"config": config, "steps": steps, "shared": measure(config, steps),
+           "one_per_process": measure(config, steps, per_process=1)}
     write_results(out, "memory", res, markdown(res))
     print(markdown(res))
     return res

@@ -3,15 +3,20 @@ off, and with a lying machine.
 
     python benchmarks/bench_verify.py [--quick] [--out DIR] [--cpus N]
 
-For each field (the reals and ``GF(2^31 - 1)``): two clusters on one Ray session, ``verify=True``
-and ``verify=False``, 8 machines, ``L=4, S=2``, ``A`` (``m x n``) stored in full on every machine,
+For each field (the reals and ``GF(2^31 - 1)``) and scheme (``usctec-auto``, ``L=4, S=2``;
+``unified``, ``mu=1/2, q=4, N=r``): two clusters on one Ray session, ``verify=True`` and
+``verify=False``, 8 machines, ``A`` (``m x n``; USCTEC stores it in full on every machine),
 machines at their real speed (``time_scale=0``); the same inputs ``B`` (``n x r``) are fed to
 both, alternating steps, after warm-up steps.  Per step: ``t_total`` (the step, as the caller
 sees it), ``t_verify`` (the check, included in ``t_total``) and the driver's own ``A @ B`` for
 scale.  Then steps with one machine lying (``corrupt``, the others slowed 3x so that its results
-are decoded from): ``t_verify`` is then the repair (each result of the wrong pieces checked, the
-missing positions computed again and checked, the pieces decoded again).  Every product is
-checked against the driver's own.
+are decoded from): ``t_verify`` is then the repair (USCTEC: each result of the wrong pieces
+checked, the missing positions computed again and checked, the pieces decoded again; unified:
+the Map results of the fastest servers fetched and checked, the product decoded from rows that
+check; a lie no Reduce uses is harmless and is not caught).  Every product is checked against the
+driver's own (in the reals: within 1e-9, or for unified within the step's reported bound; its
+Reed-Solomon storage code is run at a smaller ``m``: its real decodes grow ill-conditioned with
+``m``, and its Reduce's solve in GF(p) is slow at large ``m``).
 
 Writes ``verify.json`` and ``verify.md`` (``--quick``: ``verify_quick.*``, smaller and fewer
 steps).  Under a minute either way.
@@ -52,6 +57,7 @@ def _steps(clusters: dict, B, steps: int) -> dict:
 
 
 def _lying(c, A, B, F, steps: int) -> dict:
+    """Steps with one machine lying (a different one each step), the others slowed 3x."""
     from elastic_coded.churn import StepEvents
 
     ids = c.machines()
@@ -60,8 +66,8 @@ def _lying(c, A, B, F, steps: int) -> dict:
         liar = ids[k % len(ids)]
         ev = StepEvents(slow={m: 3.0 for m in ids if m != liar}, corrupt=(liar,))
         Y = c.multiply(B, events=ev)
-        _same(F, Y, A, B)
         r = c.reports[-1]
+        _same(F, Y, A, B, r)
         t_tot.append(r.t_total)
         t_ver.append(r.t_verify)
         rec.append(r.recomputed)
@@ -89,34 +95,44 @@ def _check_alone(c, A, B, F) -> float:
     return _best(lambda: check(sk, B, Y, condition=30.0, extra_terms=10 * L))
 
 
-def _same(F, Y, A, B) -> None:
+def _same(F, Y, A, B, report=None) -> None:
     if F.exact:
         assert np.array_equal(Y, F.matmul(A, B)), "wrong product"
+    elif report is not None and report.policy == "unified":
+        assert np.linalg.norm(Y - A @ B) <= report.error_bound, "beyond the reported bound"
     else:
         assert np.linalg.norm(Y - A @ B) <= 1e-9 * np.linalg.norm(A @ B), "wrong product"
 
 
-def run_field(name: str, m: int, n: int, r: int, steps: int, seed: int = 0) -> dict:
-    from elastic_coded.algebra import field
+def _cluster(A, F, policy: str, on: bool, r: int):
     from elastic_coded.runtime import ElasticCluster
+
+    ms = [{"id": f"m{i}", "speed": 1.0, "storage": 1.0} for i in range(MACHINES)]
+    if policy == "unified":
+        return ElasticCluster(A, "unified", machines=ms, field=F, verify=on, exclude_after=None,
+                              mu="1/2", q=4, N=r)
+    return ElasticCluster(A, policy, L=L, S=S, machines=ms, field=F, verify=on, deadline=None,
+                          exclude_after=None)
+
+
+def run_field(name: str, m: int, n: int, r: int, steps: int, seed: int = 0,
+              policy: str = "usctec-auto") -> dict:
+    from elastic_coded.algebra import field
 
     F = field(name)
     rng = np.random.default_rng(seed)
     A = F.random((m, n), rng) if F.exact else rng.standard_normal((m, n))
     B = F.random((n, r), rng) if F.exact else rng.standard_normal((n, r))
-    ms = [{"id": f"m{i}", "speed": 1.0, "storage": 1.0} for i in range(MACHINES)]
     clusters = {}
     try:
         t0 = time.perf_counter()
         for on in (True, False):
-            clusters["on" if on else "off"] = (
-                ElasticCluster(A, L=L, S=S, machines=ms, field=F, verify=on, deadline=None,
-                               exclude_after=None), on)
+            clusters["on" if on else "off"] = (_cluster(A, F, policy, on, r), on)
         t_start = time.perf_counter() - t0
         _steps(clusters, B, 2)  # warm-up
         res = _steps(clusters, B, steps)
         for c, _ in clusters.values():
-            _same(F, c.multiply(B), A, B)
+            _same(F, c.multiply(B), A, B, c.reports[-1])
         t_local, t_check = _best(lambda: F.matmul(A, B)), _check_alone(clusters["on"][0], A, B, F)
         lying = _lying(clusters["on"][0], A, B, F, max(3, steps // 3))
         cond = clusters["on"][0].reports[-1].condition
@@ -128,7 +144,7 @@ def run_field(name: str, m: int, n: int, r: int, steps: int, seed: int = 0) -> d
     med = {k: float(np.median(v["t_total"])) for k, v in res.items()}
     tv = float(np.median(on["t_verify"]))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"field": F.name, "m": m, "n": n, "r": r, "steps": steps,
+    return {"policy": policy, "field": F.name, "m": m, "n": n, "r": r, "steps": steps,
             "median_step_on_s": med["on"], "median_step_off_s": med["off"],
             "median_t_verify_s": tv, "verify_over_step": tv / med["on"],
             "step_on_over_off": med["on"] / med["off"], "local_matmul_s": t_local,
@@ -141,17 +157,18 @@ def run_field(name: str, m: int, n: int, r: int, steps: int, seed: int = 0) -> d
 def _markdown(res: dict) -> str:
     lines = ["# What verification costs per step", "",
              f"`python benchmarks/bench_verify.py{' --quick' if res['quick'] else ''}` "
-             f"({res['cpus']} CPUs, {MACHINES} machines, L={L}, S={S}, real speed).  Medians over "
-             "the steps; `t_verify` is inside the step time.", "",
-             "| field | A | r | step, verify off (s) | step, verify on (s) | on / off | t_verify (s) "
+             f"({res['cpus']} CPUs, {MACHINES} machines, real speed; usctec-auto with L={L}, "
+             f"S={S}, unified with mu=1/2, q=4, N=r).  Medians over the steps; `t_verify` is "
+             "inside the step time.", "",
+             "| scheme | field | A | r | step, verify off (s) | step, verify on (s) | on / off | t_verify (s) "
              "| t_verify / step | best t_verify (s) | check alone, best (s) | check alone / "
              "driver's A @ B | one liar: step (s) | one liar: t_verify (s) | liar caught | "
              "recomputed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in res["fields"]:
         ly = f["lying"]
         lines.append(
-            f"| {f['field']} | {f['m']}x{f['n']} | {f['r']} | {f['median_step_off_s']:.4f} | "
+            f"| {f['policy']} | {f['field']} | {f['m']}x{f['n']} | {f['r']} | {f['median_step_off_s']:.4f} | "
             f"{f['median_step_on_s']:.4f} | {f['step_on_over_off']:.2f} | "
             f"{f['median_t_verify_s']:.5f} | {100 * f['verify_over_step']:.2f}% | "
             f"{f['min_t_verify_s']:.5f} | {f['check_alone_s']:.5f} | "
@@ -164,7 +181,8 @@ def _markdown(res: dict) -> str:
               f" on {res['cpus']} CPUs: the step and `t_verify` medians carry the noise of "
               "shared CPUs; the best figures and the check alone show the cost itself.", "",
               "Real field: the last step's decode condition and relative error bound: " +
-              ", ".join(f"{f['condition']:.3g} and {f['relative_error_bound']:.2e}"
+              ", ".join(f"{f['policy']} {f['condition']:.3g} and {f['relative_error_bound']:.2e}"
+                        f" (A {f['m']}x{f['n']})"
                         for f in res["fields"] if f["condition"] is not None) + ".", ""]
     return "\n".join(lines)
 
@@ -180,6 +198,8 @@ def run(quick: bool, out: str, cpus: int | None = None) -> dict:
     t0 = time.time()
     try:
         fields = [run_field(name, m, n, r, steps) for name in ("real", "gf(p)")]
+        um = 120 if quick else 240  # its real decodes stay usable; its GF(p) Reduce is slow
+        fields += [run_field(name, um, n, r, steps, policy="unified") for name in ("real", "gf(p)")]
     finally:
         ray.shutdown()
     res = {"quick": quick, "cpus": cpus, "machine": platform.machine(), "L": L, "S": S,
