@@ -206,7 +206,8 @@ def summary(out: str) -> str:
     ve = _load(out, "verify.json")
     for f in (ve or {}).get("fields", []):
         v = f["check_alone_s"] / f["median_step_off_s"]
-        add(f"verification per step, {f['field']}, A {f['m']}x{f['n']}, r={f['r']}: check "
+        add(f"verification per step, {f['field']}, {f.get('policy', 'usctec')}, A {f['m']}x"
+            f"{f['n']}, r={f['r']}: check "
             f"(best) / step (median)", f"{100 * v:.2f}% ({1000 * f['check_alone_s']:.2f} ms; "
             f"t_verify median {1000 * f['median_t_verify_s']:.1f} ms)", "<= 5%", v <= 0.05,
             "verify.json")
