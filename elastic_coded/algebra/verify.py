@@ -70,6 +70,7 @@ __all__ = ["Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Loca
 
 FALSE_ACCEPT = 1e-9  # target false-accept probability of a check in a finite field
 REAL_SKETCH_ROWS = 8
+LIE_FACTOR = 20.0  # ||E|| <= 20 ||U E|| except with probability P[chi^2_8 < 1/400] ~ 1e-13
 REAL_PROJECTIONS = 2
 REAL_SEARCH_LIMIT = 200_000  # candidate sets the real-field fault search may try
 
@@ -197,6 +198,16 @@ class CheckResult:
     residual: float
     tolerance: float
     scale: float
+    rounding: float = 0.0
+    """Reals: the part of ``tolerance`` that bounds the check's own rounding."""
+
+    def accepted_error(self) -> float:
+        """Reals: a bound on ``||Y - A[a:b] B||_F`` for a ``Y`` this check looked at, whoever
+        computed it: ``LIE_FACTOR (residual + rounding)``, since ``||U_s E||_F <= residual +
+        rounding`` and ``||U_s E||_F >= ||E||_F / LIE_FACTOR`` except with probability
+        ``P[chi^2_t < 1/LIE_FACTOR^2]`` (about ``1e-13`` at ``t = 8``; module docstring), for an
+        ``E`` chosen without knowing ``U``.  ``0`` over a finite field (the check is exact)."""
+        return 0.0 if self.tolerance == 0.0 else LIE_FACTOR * (self.residual + self.rounding)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -231,11 +242,12 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition:
     nU2 = math.sqrt(max(0.0, float(np.linalg.eigvalsh(Us @ Us.T)[-1])))
     err_Y = rounding_bound(n + extra_terms, condition, nA, nB)
     scale = float(np.linalg.norm(right))
-    tol = 1.01 * (nU2 * err_Y + gamma(w) * nU * nY + gamma(w + adds) * nU * nA * nB
-                  + gamma(n) * float(np.linalg.norm(Z)) * nB) \
+    rounding = 1.01 * (gamma(w) * nU * nY + gamma(w + adds) * nU * nA * nB
+                       + gamma(n) * float(np.linalg.norm(Z)) * nB) \
         + UNIT_ROUNDOFF * (float(np.linalg.norm(left)) + scale)
+    tol = 1.01 * nU2 * err_Y + rounding
     res = float(np.linalg.norm(left - right))
-    return CheckResult(res <= tol, res, tol, scale)
+    return CheckResult(res <= tol, res, tol, scale, rounding)
 
 
 def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.ndarray, rows,

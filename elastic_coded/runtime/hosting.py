@@ -34,6 +34,7 @@ METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sou
                      "compute", "lie", "shuffle_send", "shuffle_receive", "reduce", "map_result",
                      "exit"})
 
+
 @ray.remote(num_cpus=0)
 class Worker:
     """A worker process hosting machines (see the module docstring)."""

@@ -97,6 +97,12 @@ class StepReport:
     """``error_bound / ||Y||_F`` (hetero: the largest over the masters)."""
     t_verify: float = 0.0
     """Seconds spent checking (and repairing) the product."""
+    verified_error_bound: float | None = None
+    """Real field: a bound on ``||Y - A B||_F`` whatever the machines did, lies included (from
+    the residual of the check that accepted ``Y``; it fails with probability about ``1e-13``),
+    at least ``error_bound``, which assumes every result was computed honestly."""
+    relative_verified_error_bound: float | None = None
+    """``verified_error_bound / ||Y||_F``."""
 
     @property
     def redundancy(self) -> float:

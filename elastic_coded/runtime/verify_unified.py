@@ -84,10 +84,12 @@ class UnifiedChecks:
         kappa = 1.0 if F.exact else self.condition(run)
         terms = 10 * run.storage.design.m
         state.checked = True
-        if check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms):
+        state.accepted[0] = check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms)
+        if state.accepted[0]:
             return Y, kappa
         Y2, kappa2 = self._repair(cl, X, run, state)
-        if not check(ver.sketches[0], X, Y2, condition=kappa2, extra_terms=terms):
+        state.accepted[0] = check(ver.sketches[0], X, Y2, condition=kappa2, extra_terms=terms)
+        if not state.accepted[0]:
             ver._fail(cl, state, "the repaired product failed verification")
         state.repaired.update(self._wrong_outputs(X, Y, run, kappa))
         return Y2, kappa2

@@ -33,6 +33,14 @@ form with the Skeel condition of the coded rows decoded from, times ``k`` for th
 estimate, not a proof); unified: the same form with the largest solve condition of the
 Reduce's decodes (:mod:`.verify_unified`; an estimate above ``m = 64``).  Above a
 ``tolerance`` it warns, or raises :class:`ToleranceExceeded` with ``strict=True``.
+
+**Verified bound** (real field).  ``error_bound`` assumes every result was computed honestly.  A
+lie smaller than the check can see passes it (an honest product must always pass, so the check
+allows for the worst honest error in every direction), and may exceed ``error_bound``.
+``verified_error_bound`` holds whatever the machines did: the residual of the check that accepted
+the product bounds ``||U E||``, and so ``||E||`` (:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`,
+failing with probability about ``1e-13``); it is at least ``error_bound`` and, from the
+check's own rounding, typically some 1000x above it.
 """
 
 from __future__ import annotations
@@ -90,12 +98,19 @@ class Verdict:
     error_bound: float | None = None
     relative_error_bound: float | None = None
     t_verify: float = 0.0
+    verified_error_bound: float | None = None
+    """Real field: a bound on ``||Y - A B||_F`` whatever the machines did, from the accepting
+    check's residual (:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`; fails
+    with probability about ``1e-13``), at least ``error_bound``."""
+    relative_verified_error_bound: float | None = None
 
     def fields(self) -> dict:
         return {"verified": self.verified, "caught": self.caught, "repaired": self.repaired,
                 "recomputed": self.recomputed, "excluded": self.excluded,
                 "condition": self.condition, "error_bound": self.error_bound,
-                "relative_error_bound": self.relative_error_bound, "t_verify": self.t_verify}
+                "relative_error_bound": self.relative_error_bound, "t_verify": self.t_verify,
+                "verified_error_bound": self.verified_error_bound,
+                "relative_verified_error_bound": self.relative_verified_error_bound}
 
 
 def _tolerance(tolerance, strict) -> float | None:
@@ -176,11 +191,22 @@ class Verifier:
         else:
             bound = (None, None, None)
         excluded = self._count(state.caught)
+        vb = self._accepted_bound(state, bound[1], Y)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
-                            time.perf_counter() - t0)
+                            time.perf_counter() - t0, *vb)
         self._tolerance_check(cl)
         return Y
+
+    def _accepted_bound(self, state, bound, Y) -> tuple:
+        """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
+        bound their errors whoever computed them (the outputs tile the product: in squares)."""
+        if self.F.exact or not state.accepted or bound is None:
+            return (0.0, 0.0) if self.F.exact and state.accepted else (None, None)
+        acc = math.sqrt(sum(c.accepted_error() ** 2 for c in state.accepted.values()))
+        vb = max(float(bound), acc)
+        ys = Y if isinstance(Y, list) else [Y]
+        return vb, _relative(vb, np.concatenate([np.ravel(y) for y in ys]))
 
     def _fail(self, cl, state, msg: str):
         self._count(state.caught)  # counted; excluded after the next step that succeeds
@@ -225,7 +251,8 @@ class Verifier:
         sk, code, plan = self.sketches[0], col.code, col.plan
         state.checked = True
         kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        if check(sk, X, Y, condition=kappa, extra_terms=10 * code.L):
+        res = state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=10 * code.L)
+        if res:
             return Y
         Bp = _padded(self.F, X, plan.L)
         c = Bp.shape[1] // plan.L
@@ -237,7 +264,8 @@ class Verifier:
         _Repair(self, cl, col, out, Bp, state).run(bad)
         Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
         kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        if not check(sk, X, Y, condition=kappa, extra_terms=10 * code.L):
+        state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=10 * code.L)
+        if not state.accepted[0]:
             self._fail(cl, state, "the repaired product failed verification")
         return Y
 
@@ -266,7 +294,9 @@ class Verifier:
         for m, (x, y) in enumerate(zip(xs, Y)):
             kappa = 1.0 if self.F.exact else self._mds_kappa(cl._codes[m], col.used_rows[m])
             k = cl._codes[m].k
-            if check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * k):
+            state.accepted[m] = check(self.sketches[m], x, y, condition=kappa,
+                                      extra_terms=10 * k)
+            if state.accepted[m]:
                 continue
             Y[m] = self._hetero_repair(cl, m, x, col, state, plan)
         return Y
@@ -309,7 +339,8 @@ class Verifier:
                                   f"{len(good)} of the {code.k} coded rows it needs check")
         y, col.used_by[m], col.used_rows[m] = decode_mds(code, good, rows=True)
         kappa = 1.0 if self.F.exact else self._mds_kappa(code, col.used_rows[m])
-        if not check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * code.k):
+        state.accepted[m] = check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * code.k)
+        if not state.accepted[m]:
             self._fail(cl, state, f"master {m}'s repaired product failed verification")
         state.repaired.add(m)
         return y
@@ -354,9 +385,10 @@ class _StepState:
     repaired: set = None
     recomputed: int = 0
     positions: dict = None  # piece -> positions it was decoded again from
+    accepted: dict = None   # output (0; hetero: master) -> the check that accepted it
 
     def __post_init__(self):
-        self.caught, self.repaired, self.positions = set(), set(), {}
+        self.caught, self.repaired, self.positions, self.accepted = set(), set(), {}, {}
 
 
 class _Repair:

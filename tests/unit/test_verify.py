@@ -374,3 +374,30 @@ def test_locate_errors():
 def test_verify_does_not_import_ray():
     code = "import sys, elastic_coded.algebra.verify; sys.exit(1 if 'ray' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@given(seed=st.integers(0, 2**31), rank=st.integers(1, 3),
+       scale=st.sampled_from([1e-14, 1e-12, 1e-10, 1e-8, 1e-6]),
+       condition=st.sampled_from([1.0, 1e3, 1e6]))
+@settings(max_examples=80, deadline=None)
+def test_an_accepted_product_is_within_its_accepted_error_whatever_the_perturbation(
+        seed, rank, scale, condition):
+    """The check accepts some perturbations smaller than its tolerance allows for, lies
+    included; whatever it accepts is within ``accepted_error()`` (the verified bound), which is
+    at least the honest error, and an honest product's is small next to the result."""
+    rng = np.random.default_rng(seed)
+    R = field("real")
+    A = rng.standard_normal((120, 30))
+    B = rng.standard_normal((30, 5))
+    sk = make_sketch(R, A, seed=seed + 1)
+    Y = A @ B
+    honest = check(sk, B, Y, condition=condition, extra_terms=10)
+    assert honest and honest.accepted_error() >= np.linalg.norm(Y - A @ B)
+    assert honest.accepted_error() <= 1e-6 * np.linalg.norm(Y)
+    E = rng.standard_normal((120, rank)) @ rng.standard_normal((rank, 5))
+    E *= scale * np.linalg.norm(Y) / np.linalg.norm(E)
+    res = check(sk, B, Y + E, condition=condition, extra_terms=10)
+    if res:
+        assert np.linalg.norm(E) <= res.accepted_error()
+    exact = make_sketch("gf(65521)", np.ones((4, 2), np.int64), seed=seed)
+    assert check(exact, np.ones((2, 1), np.int64), np.full((4, 1), 2, np.int64)).accepted_error() == 0

@@ -83,6 +83,31 @@ def test_more_liars_than_S_in_a_piece_is_an_error_never_a_wrong_product():
     assert ver.counts  # counted, not yet excluded
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), size=st.sampled_from([1e-15, 1e-13, 1e-11, 1e-9, 1e-6]))
+def test_real_field_lies_of_any_size_stay_within_the_verified_bound(seed, size):
+    """A lie too small for the check to see passes, and may exceed ``error_bound`` (which
+    assumes honest machines); the product is still within ``verified_error_bound``, which is
+    never below ``error_bound``."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((24, 5)), rng.standard_normal((5, 2 * L))
+    R = field("real")
+    ver = Verifier(R, "usctec", A, seed=seed)
+
+    def lie(shape):
+        E = np.zeros(shape)
+        E[tuple(int(rng.integers(n)) for n in shape)] = size * float(np.linalg.norm(A @ B))
+        return E
+
+    Y, out, cl = _step(R, A, B, {(0, 0): lie, (1, 1): lie})
+    Yv = ver.verify(cl, B, Y, out)
+    v = ver.last
+    assert v.verified and v.verified_error_bound >= v.error_bound > 0
+    assert np.linalg.norm(Yv - A @ B) <= v.verified_error_bound
+    assert v.relative_verified_error_bound == pytest.approx(
+        v.verified_error_bound / np.linalg.norm(Yv))
+
+
 def test_real_field_repaired_within_its_bound_and_tolerance():
     rng = np.random.default_rng(2)
     A, B = rng.standard_normal((24, 5)), rng.standard_normal((5, 2 * L))
