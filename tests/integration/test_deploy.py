@@ -104,10 +104,16 @@ def test_readme_recipe_has_the_token_steps_and_both_submissions():
         assert args == ["--machines", "auto", "--address", "auto"], c
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list:
+    """``n`` distinct free ports (held open together while they are picked)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _wait_for_jobs(address: str, env: dict, timeout: float = 150) -> None:
@@ -134,7 +140,7 @@ def test_readme_recipe_runs_against_a_local_head():
 
     if ray.is_initialized():
         ray.shutdown()
-    gcs, dash, agent, client = (_free_port() for _ in range(4))
+    gcs, dash, agent, client = _free_ports(4)
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     for key in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
