@@ -40,7 +40,7 @@ allows for the worst honest error in every direction), and may exceed ``error_bo
 ``verified_error_bound`` holds whatever the machines did: the residual of the check that accepted
 the product bounds ``||U E||``, and so ``||E||`` (:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`,
 failing with probability about ``1e-13``); it is at least ``error_bound`` and, from the
-check's own rounding, typically some 1000x above it.
+check's own rounding, typically 100-3000x above it.
 """
 
 from __future__ import annotations
