@@ -6,7 +6,7 @@ process, which imports the package) stays light; planning and algebra never impo
 
 from __future__ import annotations
 
-import importlib
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -24,14 +24,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY) + ["__version__"]
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'elastic_coded' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, ("__version__",))

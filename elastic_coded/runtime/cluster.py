@@ -87,6 +87,11 @@ def _chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
     return ("chunks", starts, [ray.put(A[s:s + step]) for s in starts])
 
 
+def _no_carry() -> dict:
+    """Membership changes not yet reported (a failed step's are carried to the next report)."""
+    return {"joined": (), "left": (), "rows_moved": 0, "draining": (), "preempted": ()}
+
+
 class ElasticCluster:
     """A coded, elastic matrix on a Ray cluster, under any policy.
 
@@ -168,8 +173,7 @@ class ElasticCluster:
         self._handles: dict = {}
         self._prefetch: dict = {}
         self._epoch = 0
-        self._carry = {"joined": (), "left": (), "rows_moved": 0, "draining": (),
-                       "preempted": ()}
+        self._carry = _no_carry()
         self._present: list | None = None
         self._applied: tuple | None = None  # (step, events) of the churn applied last
         self._closed = False
@@ -481,8 +485,7 @@ class ElasticCluster:
         # configured, so measuring them would feed the model its own draws
         measured = g.measured_speeds(out.total_products, scale) if self.family == "usctec" \
             else {}
-        c, self._carry = self._carry, {"joined": (), "left": (), "rows_moved": 0,
-                                        "draining": (), "preempted": ()}
+        c, self._carry = self._carry, _no_carry()
         wasted = g.wasted + g.leftover_products()
         plan = prep.plan
         report = StepReport(

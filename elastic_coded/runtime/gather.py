@@ -15,6 +15,7 @@ import numpy as np
 import ray
 
 from ..schemes.wire import Call, CallResult
+from .drain import is_preempted
 
 __all__ = ["Gather", "QuorumCollector", "cancel"]
 
@@ -124,7 +125,7 @@ class Gather:
         try:
             out: CallResult = ray.get(r)
         except ray.exceptions.RayActorError as exc:
-            (self.preempted if getattr(exc, "preempted", False) else self.failed).append(machine)
+            (self.preempted if is_preempted(exc) else self.failed).append(machine)
             for m2, h2, call2 in self.on_lost(machine, call):
                 self.dispatch(m2, h2, call2)
             return

@@ -23,6 +23,7 @@ from ..schemes.policies import pull as pl
 from ..schemes.policies.collect import LagrangeCollector
 from ..schemes.reference import assemble
 from ..schemes.wire import Call, TaskSpec
+from .drain import is_preempted
 from .gather import Gather, cancel
 
 __all__ = ["run_pull", "PullGather", "FINE"]
@@ -247,7 +248,7 @@ class _Loop:
             self.q.dropped(m, ref, now)
             return
         except ray.exceptions.RayActorError as exc:
-            self._lost(m, bool(getattr(exc, "preempted", False)))
+            self._lost(m, is_preempted(exc))
             return
         self.q.finished(m, ref, now, out.elapsed_s)
         g.done_times.append(out.elapsed_s)

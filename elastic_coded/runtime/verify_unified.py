@@ -5,9 +5,9 @@ condition of the Reduce's decodes, and repaired from Map results that check.
 solving ``G[rows] y = v`` for the ``m`` coded rows of its Reduce
 (:func:`~elastic_coded.schemes.unified.reduce_groups`, known from the Shuffle plan).  The
 step's ``condition`` is the largest :func:`~elastic_coded.algebra.lagrange.solve_condition` over
-those row sets (cached per row set: the same fastest servers give the same sets), and its bound
-``1.01 gamma_{n + 10 m} kappa ||A||_F ||X||_F``, as for the other schemes (an estimate, not a
-proof, above ``m = 64``).  The real storage code is a Reed-Solomon code: its decodes are far
+those row sets (cached per storage version, fastest servers and width: the same fastest
+servers give the same sets), and its bound ``1.01 gamma_{n + 10 m} kappa ||A||_F ||X||_F``, as
+for the other schemes (an estimate, not a proof, above ``m = 64``).  The real storage code is a Reed-Solomon code: its decodes are far
 worse conditioned than a Lagrange piece's (``m`` in the hundreds reaches ``1e9`` and beyond), and
 the report says so.
 
@@ -36,7 +36,7 @@ from ..schemes.wire import Call
 
 __all__ = ["UnifiedRun", "UnifiedChecks"]
 
-_CACHE = 4096  # row sets whose condition is kept
+_CACHE = 4096  # steps' conditions kept (storage version, fastest servers, width)
 
 
 @dataclass(frozen=True)
@@ -49,26 +49,29 @@ class UnifiedRun:
 
 
 class UnifiedChecks:
-    """The driver's state for verifying unified steps: conditions by row set, and a sketch of
+    """The driver's state for verifying unified steps: the steps' conditions, and a sketch of
     the coded storage per storage version (drawn like the sketch of ``A``)."""
 
     def __init__(self, ver):
         self.ver = ver
-        self._cond: dict = {}
+        self._worst: dict = {}  # (version, fastest, N) -> the step's condition
         self._coded: dict = {}  # version -> sketch of G [A; 0]
 
     def condition(self, run: UnifiedRun) -> float:
+        """The largest solve condition of the step's Reduce decodes (module docstring); kept
+        per storage version, fastest set and width, as the Shuffle plan is."""
+        key = (run.storage.version, run.fastest, run.plan.N)
+        if key not in self._worst:
+            if len(self._worst) >= _CACHE:
+                self._worst.clear()
+            self._worst[key] = self._condition(run)
+        return self._worst[key]
+
+    @staticmethod
+    def _condition(run: UnifiedRun) -> float:
         d = run.storage.design
-        worst = 1.0
-        for k in run.fastest:
-            for rows in uni.reduce_groups(d, run.plan, k):
-                key = (run.storage.version, rows)
-                if key not in self._cond:
-                    if len(self._cond) >= _CACHE:
-                        self._cond.clear()
-                    self._cond[key] = solve_condition(np.asarray(d.generator)[list(rows)])
-                worst = max(worst, self._cond[key])
-        return worst
+        return max([1.0] + [solve_condition(np.asarray(d.generator)[list(rows)])
+                            for k in run.fastest for rows in uni.reduce_groups(d, run.plan, k)])
 
     def bound(self, X, Y, kappa: float) -> tuple:
         from .verifying import _relative
@@ -111,9 +114,8 @@ class UnifiedChecks:
             xref = xref if xref is not None else ray.put(X)
             self._screen(sk, X, st, k, self._map_again(cl, st, k, xref, state), good, state)
         if len(good) < d.m:
-            ver = self.ver
-            ver._fail(cl, state, f"the product failed verification and only {len(good)} of the "
-                                 f"m = {d.m} coded rows it needs check")
+            self.ver._fail(cl, state, f"the product failed verification and only {len(good)} "
+                                      f"of the m = {d.m} coded rows it needs check")
         rows = sorted(good, key=lambda r: (r >= d.m, r))[:d.m]  # the systematic rows first
         V = np.stack([good[r] for r in rows])
         G = np.asarray(d.generator)[rows]

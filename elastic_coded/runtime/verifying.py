@@ -201,8 +201,10 @@ class Verifier:
     def _accepted_bound(self, state, bound, Y) -> tuple:
         """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
         bound their errors whoever computed them (the outputs tile the product: in squares)."""
-        if self.F.exact or not state.accepted or bound is None:
-            return (0.0, 0.0) if self.F.exact and state.accepted else (None, None)
+        if not state.accepted:
+            return None, None
+        if self.F.exact:
+            return 0.0, 0.0
         acc = math.sqrt(sum(c.accepted_error() ** 2 for c in state.accepted.values()))
         vb = max(float(bound), acc)
         ys = Y if isinstance(Y, list) else [Y]
