@@ -73,11 +73,12 @@ class UnifiedChecks:
         return max([1.0] + [solve_condition(np.asarray(d.generator)[list(rows)])
                             for k in run.fastest for rows in uni.reduce_groups(d, run.plan, k)])
 
-    def bound(self, X, Y, kappa: float) -> tuple:
+    def bound(self, X, Y, kappa: float, run: UnifiedRun) -> tuple:
+        """``(condition, error bound, relative bound)``: the honest error the check allows for
+        (its ``err_Y``: the decode is ``m x m`` in the design's padded ``m``)."""
         from .verifying import _relative
 
-        m = self.ver.sketches[0].shape[0] if self.ver.sketches else Y.shape[0]
-        b = rounding_bound(X.shape[0] + 10 * m, kappa, self.ver.norms[0],
+        b = rounding_bound(X.shape[0] + 10 * run.storage.design.m, kappa, self.ver.norms[0],
                            float(np.linalg.norm(X)))
         return kappa, b, _relative(b, Y)
 

@@ -187,7 +187,7 @@ class Verifier:
                 Y, kappa = self._unified.verify(cl, X, Y, col, state)
             else:
                 kappa = 1.0 if self.F.exact else self._unified.condition(col)
-            bound = (None, 0.0, 0.0) if self.F.exact else self._unified.bound(X, Y, kappa)
+            bound = (None, 0.0, 0.0) if self.F.exact else self._unified.bound(X, Y, kappa, col)
         else:
             bound = (None, None, None)
         excluded = self._count(state.caught)
