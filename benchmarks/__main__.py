@@ -113,6 +113,31 @@ def _load(out: str, name: str):
     return None
 
 
+def _tail_rows(out: str, add) -> None:
+    """The summary's last rows: verification, memory and the unified load."""
+    ve = _load(out, "verify.json")
+    for f in (ve or {}).get("fields", []):
+        v = f["check_alone_s"] / f["median_step_off_s"]
+        add(f"verification per step, {f['field']}, {f.get('policy', 'usctec')}, A {f['m']}x"
+            f"{f['n']}, r={f['r']}: check "
+            f"(best) / step (median)", f"{100 * v:.2f}% ({1000 * f['check_alone_s']:.2f} ms; "
+            f"t_verify median {1000 * f['median_t_verify_s']:.1f} ms)", "<= 5%", v <= 0.05,
+            "verify.json")
+    mem = _load(out, "memory.json")
+    if mem and "shared" in mem:
+        a, b = mem["shared"]["peak_pss_mib"], mem["one_per_process"]["peak_pss_mib"]
+        add("quickstart memory, peak PSS summed: shared worker processes / one per machine",
+            f"{a:.0f} / {b:.0f} MiB ({mem['shared']['processes_at_peak']} / "
+            f"{mem['one_per_process']['processes_at_peak']} processes)", "below one per machine",
+            a < b, "memory.json")
+    un = _load(out, "unified.json")
+    if un:
+        ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])
+        add(f"unified K={un['K']}: measured load = L(q) for q in "
+            f"{[p['q'] for p in un['points']]}", "equal" if ok else "differs", "equal", ok,
+            "unified.json")
+
+
 def summary(out: str) -> str:
     """The headline table, every figure read from the results files in ``out``."""
     rows = []
@@ -203,27 +228,7 @@ def summary(out: str) -> str:
                 add(f"hetero masters {inst.get('M')}x{inst.get('N')}: iterated greedy below "
                     f"uncoded / unbalanced coded", f"{100 * red:.2f}% / {100 * red2:.2f}%",
                     "paper: 80% / 49%", red >= 0.80 and red2 >= 0.49, "hetero.json")
-    ve = _load(out, "verify.json")
-    for f in (ve or {}).get("fields", []):
-        v = f["check_alone_s"] / f["median_step_off_s"]
-        add(f"verification per step, {f['field']}, {f.get('policy', 'usctec')}, A {f['m']}x"
-            f"{f['n']}, r={f['r']}: check "
-            f"(best) / step (median)", f"{100 * v:.2f}% ({1000 * f['check_alone_s']:.2f} ms; "
-            f"t_verify median {1000 * f['median_t_verify_s']:.1f} ms)", "<= 5%", v <= 0.05,
-            "verify.json")
-    mem = _load(out, "memory.json")
-    if mem and "shared" in mem:
-        a, b = mem["shared"]["peak_pss_mib"], mem["one_per_process"]["peak_pss_mib"]
-        add("quickstart memory, peak PSS summed: shared worker processes / one per machine",
-            f"{a:.0f} / {b:.0f} MiB ({mem['shared']['processes_at_peak']} / "
-            f"{mem['one_per_process']['processes_at_peak']} processes)", "below one per machine",
-            a < b, "memory.json")
-    un = _load(out, "unified.json")
-    if un:
-        ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])
-        add(f"unified K={un['K']}: measured load = L(q) for q in "
-            f"{[p['q'] for p in un['points']]}", "equal" if ok else "differs", "equal", ok,
-            "unified.json")
+    _tail_rows(out, add)
     lines = ["| figure | measured | target | met | from |", "|---|---:|---:|:---:|---|"]
     lines += [f"| {a} | {b} | {c} | {d} | `benchmarks/results/{e}` |" for a, b, c, d, e in rows]
     return "\n".join(lines) + "\n"
