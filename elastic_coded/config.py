@@ -20,7 +20,8 @@ Example (``examples/quickstart.yaml`` is a complete one)::
     placement: design           # design | cyclic
     storage: 0.8                # default storage budget e[n]
     time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
-    verify: {on: true, tolerance: 1e-6, strict: false, exclude_after: 2}   # or true / false
+    verify: {on: true, tolerance: 1e-9, strict: false, exclude_after: 2}   # or true / false;
+                                # tolerance: null accepts any product that checks
     machines: 12                # a count, a list of {id, speed, storage}, or auto
     machines_per_process: 4     # machines sharing a worker process (default: 4 emulated, 1 real)
     churn: examples/churn.yaml  # a path or an inline mapping (see elastic_coded.churn)
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any, Mapping
 
 from .algebra.fields import field as make_field
+from .algebra.verify import DEFAULT_TOLERANCE
 from .churn import ChurnScript, load_churn, parse_churn
 from .schemes.policies import FAMILY, parse_options
 
@@ -196,7 +198,7 @@ def _verify(doc) -> dict:
     if not isinstance(doc, Mapping) or set(doc) - {"on", "tolerance", "strict", "exclude_after"}:
         raise _err("verify", doc, "must be true, false or a mapping with keys on, tolerance, "
                                   "strict, exclude_after")
-    out = {"verify": doc.get("on", True), "tolerance": doc.get("tolerance"),
+    out = {"verify": doc.get("on", True), "tolerance": doc.get("tolerance", DEFAULT_TOLERANCE),
            "strict": doc.get("strict", False), "exclude_after": doc.get("exclude_after", 2)}
     for key, name in (("verify", "verify.on"), ("strict", "verify.strict")):
         if not isinstance(out[key], bool):
@@ -206,7 +208,8 @@ def _verify(doc) -> dict:
                             or not tol > 0):
         raise _err("verify.tolerance", tol, "must be a relative error bound > 0")
     if out["strict"] and tol is None:
-        raise _err("verify.strict", True, "needs verify.tolerance (the bound not to exceed)")
+        raise _err("verify.strict", True, "needs verify.tolerance (the bound not to exceed), "
+                                          "not null")
     ex = out["exclude_after"]
     if ex is not None and (isinstance(ex, bool) or not isinstance(ex, int) or ex < 1):
         raise _err("verify.exclude_after", ex, "must be an int >= 1 or null")

@@ -1,76 +1,102 @@
 """Lagrange coding of the input ``B`` (MATH.md §1, eq. 2, eq. 3 and decoding).
 
-``B`` is split into ``L`` column blocks ``B_l``.  A code with ``K = L + S`` evaluation points
-``alpha_1..alpha_K`` and ``L`` interpolation points ``beta_1..beta_L`` (all distinct) sends the
-machine in *position* ``i`` of a piece
+``B`` is split into ``L`` column blocks ``B_l``.  A code with ``K = L + S`` *positions* sends the
+machine in position ``i`` of a piece ``B~_i = sum_l E[i, l] B_l`` and any ``L`` results
+``A_g B~_i`` of the piece give back every ``A_g B_l`` through ``D_P = E_P^-1``.  The USCTEC
+family needs nothing more of a code than that any ``L`` of its ``K`` rows are invertible (MDS).
+Over a finite field and for the Chebyshev sets ``E`` is the Lagrange basis (eq. 2):
 
-    B~_i = sum_l B_l * prod_{k != l} (alpha_i - beta_k) / (beta_l - beta_k)           (eq. 2)
+    E[i, l] = prod_{k != l} (alpha_i - beta_k) / (beta_l - beta_k)
 
-and any ``L`` results ``A_g B~_i`` of the piece give back every ``A_g B_l``:
+and the decode its closed form (the basis through the chosen ``alpha`` s at the ``beta`` s).
+Points are chosen per piece (position ``i`` of every piece uses row ``i``) rather than one per
+machine: a piece involves only ``K`` positions, so the encoder computes only ``K`` coded blocks
+per step however many machines there are.
 
-    A_g B_l = sum_{i in Lset} (A_g B~_i) * prod_{i' in Lset, i' != i} (beta_l - alpha_i') / (alpha_i - alpha_i')
-
-Points are chosen per piece (position ``i`` of every piece uses ``alpha_i``) rather than one per
-machine: a piece involves only ``K`` points, so the real field stays well-conditioned however many
-machines there are, and the encoder computes only ``K`` coded blocks per step.
+**Complex codes in the reals (rotation embedding).**  A complex ``E`` acts on real data by pairing
+columns: block ``l`` is read as ``B_l[:, 0::2] + i B_l[:, 1::2]``, coded in complex arithmetic and
+written back interleaved (real parts in the even columns, imaginary in the odd).  Since ``A`` is
+real, ``A (X + iY) = AX + iAY``: the machines multiply real matrices as always, and the decode
+undoes the pairing.  In real arithmetic this is the code whose ``2K x 2L`` matrix has the 2x2
+rotation-scaling blocks ``[[a, -b], [b, a]]`` of the entries ``a + ib`` (Ramamoorthy and Tang's
+embedding), so the real field gets the conditioning of complex matrices.  The blocks then need an
+even column count (:attr:`LagrangeCode.width` is 2).
 
 **Point sets (real field).**  ``lagrange_code(F, L, S, points=...)`` with ``points`` one of
 
-- ``"chebyshev"`` (default): ``alpha`` = the ``K`` Chebyshev nodes of the first kind,
-  ``cos((2i+1) pi / 2K)``, and ``beta`` = the ``L`` Chebyshev nodes of the first kind (the
-  interpolation points of the classic well-conditioned Chebyshev polynomial codes).  When the two
-  grids share a node (exactly when ``K/g`` and ``L/g`` are both odd, ``g = gcd(K, L)``) the
-  ``beta`` angles are turned by ``pi / (4 lcm(K, L))``, a quarter of the grids' common angle step.
-- ``"chebyshev-interleaved"``: ``K + L`` first-kind nodes, the ``beta`` s spread evenly through
-  them (every other node from the middle out) and the ``alpha`` s the rest.
-- ``"chebyshev2-interleaved"``: the same with the ``K + L`` second-kind nodes (extrema,
-  ``cos(i pi / (K+L-1))``).
+- ``"auto"`` (default): ``"chebyshev"`` where its decodes are well conditioned (``L = 1``, or the
+  worst decode over contiguous runs of stragglers, where Chebyshev sets are worst, has ``kappa <=``
+  :data:`AUTO_LIMIT`), else ``"rotation"``.  The code records the set it resolved to.
+- ``"rotation"``: a complex Gaussian ``E`` (rows of unit norm, drawn from a seed fixed by ``L``
+  and ``S``, so every process builds the same code) in the rotation embedding.  A complex
+  Gaussian square matrix has ``P[sigma_min < eps / sqrt(n)] <= eps^2`` (Edelman), against
+  ``eps`` for a real one: its worst decodes are far better conditioned.  Measured worst case over
+  a large sample and a swap ascent: about ``7e3`` at ``(L, S) = (20, 12)``, where Chebyshev points
+  reach ``3e13`` (``benchmarks/results/conditioning.md``).  Any ``L`` rows are invertible with
+  probability 1; the decode inverts ``E_P`` numerically.
+- ``"roots-of-unity"``: the Lagrange code through ``alpha`` = the ``K``-th roots of unity and
+  ``beta`` = the ``L``-th roots turned by half a step, in the same embedding (the
+  polynomial code of the rotation-embedding papers).  Better than Chebyshev, worse than
+  ``"rotation"`` from ``L + S`` of about 16.
+- ``"chebyshev"``: ``alpha`` = the ``K`` Chebyshev nodes of the first kind,
+  ``cos((2i+1) pi / 2K)``, and ``beta`` = the ``L`` Chebyshev nodes of the first kind.  When the
+  two grids share a node (exactly when ``K/g`` and ``L/g`` are both odd, ``g = gcd(K, L)``) the
+  ``beta`` angles are turned by ``pi / (4 lcm(K, L))``.
+- ``"chebyshev-interleaved"`` / ``"chebyshev2-interleaved"``: ``K + L`` first- (second-) kind
+  nodes, the ``beta`` s spread evenly through them and the ``alpha`` s the rest.
 
-``benchmarks/bench_conditioning.py`` measures them: ``"chebyshev"`` has the lowest worst-case
-decode condition of the three (1.5-2x below the others) at every ``(L, S)`` of the exhaustive sweep
-``L <= 10, S <= 8`` where any worst case exceeds ``10^3``; below that (``L <= 3``, or ``S = 1``) the
-others can be up to 2x lower, at conditions under 600.  Finite fields have one set,
-``"consecutive"``: ``alpha = 0..K-1``, ``beta = K..K+L-1``.
+Finite fields have one set, ``"consecutive"``: ``alpha = 0..K-1``, ``beta = K..K+L-1``.
 
 **Conditioning (real field).**  :meth:`LagrangeCode.decode_condition` is the amplification factor
-``kappa(P) = || |D_P| |E_P| ||_2`` of a decode from the positions ``P`` (``E_P``: the rows ``P`` of
-the encode matrix, ``D_P = E_P^{-1}`` the decode matrix, ``|.|`` entrywise).  Encoding, the
-workers' products and the decode in float64 then satisfy (standard rounding model, unit roundoff
-``u = 2^-53``, ``gamma_n = n u / (1 - n u)``, ``v`` = the inner dimension of ``A B``)
+``kappa(P) = || |D_P| |E_P| ||_2`` of a decode from the positions ``P`` (on the real form for a
+complex code; :mod:`.conditioning`).  Encoding, the workers' products and the decode in float64
+then satisfy (standard rounding model, unit roundoff ``u = 2^-53``, ``gamma_n = n u / (1 - n u)``,
+``v`` = the inner dimension of ``A B``, ``w`` = :attr:`LagrangeCode.width`)
 
-    || Y - A B ||_F  <=  gamma_{v + 10 L} * kappa(P) * ||A||_F * ||B||_F
+    || Y - A B ||_F  <=  gamma_{v + 10 w L} * kappa(P) * ||A||_F * ||B||_F
 
-(entrywise, ``|Y_l - A B_l| <= gamma_{v+10L} sum_l' (|D_P||E_P|)_{l l'} |A| |B_l'|``: ``gamma_L`` from
-the encode sum, ``gamma_v`` from the product, ``gamma_L`` from the decode sum, ``2 gamma_{4L}`` from
-computing ``E`` and ``D``, whose product is then ``I`` only to that accuracy; Cauchy-Schwarz gives
-the norms).  :meth:`LagrangeCode.error_bound` evaluates it.  ``1 <= kappa(P) <= ||D_P||_2 ||E_P||_2``
-up to a factor ``L``; measured relative errors of random data run at about ``u * kappa(P)``.
+(``gamma_{wL}`` from the encode sum, ``gamma_v`` from the product, ``gamma_{wL}`` from the decode
+sum, ``2 gamma_{4wL}`` from computing ``E`` and ``D``, whose product is then ``I`` only to that
+accuracy; for a numerically inverted ``D_P`` the measured ``|| D_P E_P - I ||_2`` is folded into
+``kappa``, see :meth:`LagrangeCode.decode_condition`).  :meth:`LagrangeCode.error_bound` evaluates
+it; measured relative errors of random data run at about ``u * kappa(P)``.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from ._basis import basis_matrix, chebyshev_nodes, embed
+from .conditioning import (UNIT_ROUNDOFF, best_subset, conditions, gamma, matrix_conditions,
+                           rounding_bound, search_worst, solve_condition, worst_condition)
 from .fields import Field, field as make_field
 
-__all__ = ["LagrangeCode", "lagrange_code", "REAL_POINT_SETS", "FINITE_POINT_SETS", "conditions",
-           "solve_condition",
-           "worst_condition", "search_worst", "gamma", "rounding_bound"]
+__all__ = ["LagrangeCode", "lagrange_code", "code_width", "REAL_POINT_SETS", "FINITE_POINT_SETS",
+           "AUTO_LIMIT", "UNIT_ROUNDOFF",
+           "conditions", "solve_condition", "worst_condition", "search_worst", "gamma",
+           "rounding_bound", "chebyshev_nodes"]
 
-REAL_POINT_SETS = ("chebyshev", "chebyshev-interleaved", "chebyshev2-interleaved")
+REAL_POINT_SETS = ("auto", "chebyshev", "rotation", "roots-of-unity", "chebyshev-interleaved",
+                   "chebyshev2-interleaved")
 FINITE_POINT_SETS = ("consecutive",)
-UNIT_ROUNDOFF = 2.0 ** -53
+AUTO_LIMIT = 1e3
+"""``"auto"`` keeps Chebyshev points while their worst contiguous-run decode is at most this."""
+_ROTATION_SEED = 0x524F54  # with L and S: the seed of the "rotation" code's generator
+
+# kept importable from here: ``_basis_matrix`` is the Lagrange basis of :mod:`._basis`
+_basis_matrix = basis_matrix
 
 
 @dataclass(frozen=True, eq=False)
 class LagrangeCode:
-    """A Lagrange code over ``field`` with ``L`` data blocks and ``K = L + S`` positions."""
+    """A code over ``field`` with ``L`` data blocks and ``K = L + S`` positions: the Lagrange
+    code through ``alphas`` and ``betas``, or, when ``generator`` is given (``K x L``), the code
+    with that encode matrix."""
 
     field: Field
     L: int
@@ -78,35 +104,58 @@ class LagrangeCode:
     alphas: tuple
     betas: tuple
     points: str = "custom"
+    generator: np.ndarray | None = None
 
     @property
     def K(self) -> int:
         return self.L + self.S
 
+    @property
+    def width(self) -> int:
+        """2 for a complex code (columns go in ``(re, im)`` pairs: a block's column count must
+        be even), else 1."""
+        return 2 if np.iscomplexobj(self.encode_matrix) else 1
+
+    @property
+    def extra_terms(self) -> int:
+        """The rounding terms a decode adds to a product's (the ``10 w L`` of the bound)."""
+        return 10 * self.width * self.L
+
     def __repr__(self) -> str:
-        return f"<Lagrange code: L={self.L}, S={self.S} over {self.field.name}>"
+        return f"<Lagrange code: L={self.L}, S={self.S} over {self.field.name}, {self.points}>"
 
     # -- matrices -----------------------------------------------------------------------------
     @functools.cached_property
     def encode_matrix(self) -> np.ndarray:
-        """``E[i, l] = prod_{k != l} (alpha_i - beta_k) / (beta_l - beta_k)`` (K x L)."""
-        return _basis_matrix(self.field, np.asarray(self.betas), np.asarray(self.alphas))
+        """``E`` (K x L): ``E[i, l] = prod_{k != l} (alpha_i - beta_k) / (beta_l - beta_k)``,
+        or the generator."""
+        if self.generator is not None:
+            return self.generator
+        F = None if np.iscomplexobj(np.asarray(self.alphas)) else self.field
+        return basis_matrix(F, np.asarray(self.betas), np.asarray(self.alphas))
 
     def decode_matrix(self, positions: Sequence[int]) -> np.ndarray:
         """``D[l, j]``: weight of the result of ``positions[j]`` in ``A B_l`` (L x L)."""
-        return self._decode_matrix(tuple(int(p) for p in positions))
+        return self._decode_matrix(self._checked(positions))
 
     @functools.lru_cache(maxsize=4096)
     def _decode_matrix(self, positions: tuple) -> np.ndarray:
-        if len(positions) != self.L or len(set(positions)) != self.L:
+        if self.generator is not None:
+            return np.linalg.inv(self.generator[list(positions)])
+        al = np.asarray(self.alphas)[list(positions)]
+        F = None if np.iscomplexobj(al) else self.field
+        # basis polynomials through the chosen alphas, evaluated at the betas: (L x L) = [l, j]
+        return basis_matrix(F, al, np.asarray(self.betas))
+
+    def _checked(self, positions) -> tuple:
+        P = tuple(int(p) for p in positions)
+        if len(P) != self.L or len(set(P)) != self.L:
             raise ValueError(
-                f"positions: need exactly L={self.L} distinct positions to decode, got {positions}")
-        bad = [p for p in positions if not 0 <= p < self.K]
+                f"positions: need exactly L={self.L} distinct positions to decode, got {P}")
+        bad = [p for p in P if not 0 <= p < self.K]
         if bad:
             raise ValueError(f"positions: {bad} outside 0..{self.K - 1}")
-        al = np.asarray(self.alphas)[list(positions)]
-        # basis polynomials through the chosen alphas, evaluated at the betas: (L x L) = [l, j]
-        return _basis_matrix(self.field, al, np.asarray(self.betas))
+        return P
 
     # -- encode / decode ------------------------------------------------------------------------
     def encode(self, B: np.ndarray, positions: Sequence[int] | None = None) -> np.ndarray:
@@ -115,12 +164,13 @@ class LagrangeCode:
         if B.ndim != 2:
             raise ValueError(f"B: must be 2-D, got shape {B.shape}")
         v, r = B.shape
-        if r % self.L:
-            raise ValueError(f"B: its {r} columns must be divisible by L={self.L}")
+        if r % (self.L * self.width):
+            raise ValueError(f"B: its {r} columns must be divisible by L={self.L}"
+                             + (f" times {self.width} (a complex code)" if self.width > 1 else ""))
         c = r // self.L
-        blocks = B.reshape(v, self.L, c).transpose(1, 0, 2).reshape(self.L, v * c)
+        blocks = B.reshape(v, self.L, c).transpose(1, 0, 2)  # (L, v, c)
         E = self.encode_matrix if positions is None else self.encode_matrix[list(positions)]
-        return self.field.matmul(E, blocks).reshape(E.shape[0], v, c)
+        return self._apply(E, blocks)
 
     def decode(self, results: dict) -> np.ndarray:
         """From ``{position: A_g B~_position}`` with at least ``L`` entries, return ``A_g B_l``
@@ -129,202 +179,88 @@ class LagrangeCode:
             raise ValueError(
                 f"results: need at least L={self.L} results to decode, got {len(results)}")
         positions = list(results)[: self.L]
-        first = np.asarray(results[positions[0]])
-        shape = first.shape
-        stack = np.stack([np.asarray(results[p]).reshape(-1) for p in positions])
-        D = self.decode_matrix(positions)
-        return self.field.matmul(D, stack).reshape((self.L,) + shape)
+        stack = np.stack([np.asarray(results[p]) for p in positions])
+        return self._apply(self.decode_matrix(positions), stack)
+
+    def _apply(self, M: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """``out[i] = sum_j M[i, j] blocks[j]`` (blocks ``(n, rows, cols)``), in complex
+        arithmetic on interleaved column pairs when ``M`` is complex (module docstring)."""
+        n, rows, cols = blocks.shape
+        if not np.iscomplexobj(M):
+            return self.field.matmul(M, blocks.reshape(n, rows * cols)).reshape(-1, rows, cols)
+        if cols % 2:
+            raise ValueError(f"blocks: a complex code needs an even column count, got {cols}")
+        z = (blocks[:, :, 0::2] + 1j * blocks[:, :, 1::2]).reshape(n, -1)
+        w = (M @ z).reshape(M.shape[0], rows, cols // 2)
+        out = np.empty((M.shape[0], rows, cols), dtype=np.float64)
+        out[:, :, 0::2], out[:, :, 1::2] = w.real, w.imag
+        return out
 
     # -- conditioning (real field) ------------------------------------------------------------------
+    def conditions(self, patterns) -> np.ndarray:
+        """:meth:`decode_condition` of every row of ``patterns`` (``(N, L)`` positions)."""
+        if self.generator is not None:
+            return matrix_conditions(self.generator, patterns)
+        return conditions(self.alphas, self.betas, patterns)
+
     def decode_condition(self, positions: Sequence[int]) -> float:
         """``kappa(P) = || |D_P| |E_P| ||_2`` for a decode from ``positions`` (module docstring):
         the factor by which the decode can amplify the relative rounding errors of the encode,
-        the workers' products and the decode itself.  Real field only."""
-        P = self._real_positions(positions)
-        return float(conditions(self.alphas, self.betas, np.asarray([P]))[0])
+        the workers' products and the decode itself.  For a numerically inverted ``D_P`` it
+        adds ``|| D_P E_P - I ||_2 / gamma_{2 w L}`` (the inverse's own error, measured), so
+        that :meth:`error_bound` covers it.  Real field only."""
+        return self._condition(self._real_positions(positions))
+
+    @functools.lru_cache(maxsize=4096)
+    def _condition(self, P: tuple) -> float:
+        kappa = float(self.conditions(np.asarray([P]))[0])
+        if self.generator is not None:
+            R = self._decode_matrix(P) @ self.generator[list(P)] - np.eye(self.L)
+            R = embed(R) if np.iscomplexobj(R) else R
+            kappa += float(np.linalg.norm(R, 2)) / gamma(2 * self.width * self.L)
+        return max(1.0, kappa)
 
     def error_bound(self, positions: Sequence[int], inner: int, norm_A: float,
                     norm_B: float) -> float:
         """A bound on ``||Y - A B||_F`` for ``Y`` decoded from ``positions`` in float64, where
         ``A`` (``||A||_F = norm_A``) has ``inner`` columns and ``B`` is the encoded input
-        (``||B||_F = norm_B``): ``gamma_{inner + 10 L} * kappa(P) * norm_A * norm_B``.  ``0.0``
+        (``||B||_F = norm_B``): ``gamma_{inner + 10 w L} * kappa(P) * norm_A * norm_B``.  ``0.0``
         over finite fields, where decodes are exact."""
         if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)) or inner < 0:
             raise ValueError(f"inner: must be an int >= 0, got {inner!r}")
         if self.field.exact:
             return 0.0
-        return rounding_bound(int(inner) + 10 * self.L, self.decode_condition(positions),
+        return rounding_bound(int(inner) + self.extra_terms, self.decode_condition(positions),
                               norm_A, norm_B)
+
+    def best_positions(self, have, start=None) -> tuple[float, tuple]:
+        """``(kappa, positions)``: the ``L`` of the positions ``have`` whose decode is best
+        conditioned (:func:`~.conditioning.best_subset`: exact for up to 2000 subsets, else a
+        swap descent from ``start``).  Real field only."""
+        self._real_positions(range(self.L))
+        return best_subset(self.conditions, have, self.L, start)
 
     def worst_decode_condition(self, exhaustive: int = 20000, samples: int = 2000,
                                seed: int = 0) -> tuple[float, tuple]:
         """The largest :meth:`decode_condition` over straggler patterns: see
-        :func:`worst_condition`.  Real field only."""
+        :func:`~.conditioning.search_worst`.  Real field only."""
         self._real_positions(range(self.L))
-        return worst_condition(self.alphas, self.betas, exhaustive=exhaustive, samples=samples,
-                               seed=seed)
+        return search_worst(self.conditions, self.K, self.L, exhaustive=exhaustive,
+                            samples=samples, seed=seed)
 
     def _real_positions(self, positions) -> tuple:
         if self.field.exact:
             raise ValueError(
                 f"field: decode conditioning is for the real field; decodes over "
                 f"{self.field.name} are exact")
-        P = tuple(int(p) for p in positions)
-        self._decode_matrix(P)  # validates the positions
-        return P
-
-
-def _basis_matrix(F: Field | None, nodes: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """``M[..., i, j] = prod_{k != j} (at_i - nodes_k) / (nodes_j - nodes_k)``: the Lagrange basis
-    through ``nodes`` (shape ``(..., n)``) evaluated at ``at`` (shape ``(..., a)``), with any
-    matching leading batch shape.  ``F = None``: plain numpy arithmetic (real or complex)."""
-    if F is None:
-        sub, mul, div = np.subtract, np.multiply, np.divide
-        nodes, at = np.asarray(nodes), np.asarray(at)
-        dtype = np.result_type(nodes, at, np.float64)
-    else:
-        sub, mul, div, dtype = F.sub, F.mul, F.div, F.dtype
-    nodes = np.asarray(nodes, dtype=dtype)
-    at = np.asarray(at, dtype=dtype)
-    n = nodes.shape[-1]
-    num = np.ones(at.shape + (n,), dtype=dtype)
-    den = np.ones(nodes.shape, dtype=dtype)
-    for k in range(n):
-        others = np.arange(n) != k  # every basis polynomial j != k has the factor (x - nodes_k)
-        diff = sub(at, nodes[..., k:k + 1])  # (..., a)
-        num[..., others] = mul(num[..., others], diff[..., None])
-        den[..., others] = mul(den[..., others], sub(nodes[..., others], nodes[..., k:k + 1]))
-    return np.asarray(div(num, den[..., None, :]), dtype=dtype)
-
-
-def gamma(n: int) -> float:
-    """``gamma_n = n u / (1 - n u)`` (u = 2^-53): the classic bound on the relative rounding error
-    of a sum of ``n`` float64 products; ``inf`` when ``n u >= 1``."""
-    nu = n * UNIT_ROUNDOFF
-    return nu / (1.0 - nu) if nu < 1.0 else math.inf
-
-
-def rounding_bound(terms: int, condition: float, norm_A: float, norm_B: float) -> float:
-    """``1.01 * gamma_terms * condition * norm_A * norm_B`` (the 1% covers the second-order
-    terms): the module docstring's bound on ``||Y - A B||_F``."""
-    if not condition >= 1.0:
-        raise ValueError(f"condition: must be >= 1, got {condition!r}")
-    for name, val in (("norm_A", norm_A), ("norm_B", norm_B)):
-        if not val >= 0.0:
-            raise ValueError(f"{name}: must be a norm (>= 0), got {val!r}")
-    return 1.01 * gamma(terms) * float(condition) * float(norm_A) * float(norm_B)
-
-
-def solve_condition(G) -> float:
-    """The amplification factor of decoding by solving ``G y = v`` (``G`` square, real), for
-    :func:`rounding_bound`: ``2 sqrt(m) cond_S(G)`` with Skeel's ``cond_S(G) = || |G^-1| |G|
-    ||_inf``.  A backward-stable solve from values with componentwise errors ``gamma |G| |A x|``
-    errs componentwise by at most ``gamma |G^-1| |G| (|A x| + |y|)``, whose 2-norm the factor
-    covers.  Up to ``m = 64`` ``cond_S`` is computed from the inverse; above, it is estimated
-    from one LU factorisation (Higham's 1-norm estimator, ``scipy.sparse.linalg.onenormest``, on
-    ``|G^-1| g = G^-1 diag(g)`` with ``g = |G| 1``), which is rarely low by more than 3x: an
-    estimate, not a proof.  ``inf`` for a singular ``G``."""
-    G = np.asarray(G, dtype=np.float64)
-    m = G.shape[0]
-    if G.ndim != 2 or G.shape[1] != m:
-        raise ValueError(f"G: must be square, got shape {G.shape}")
-    g = np.abs(G).sum(axis=1)
-    try:
-        if m <= 64:
-            skeel = float(np.max(np.abs(np.linalg.inv(G)) @ g))
-        else:
-            skeel = _skeel_estimate(G, g)
-    except (np.linalg.LinAlgError, ValueError):
-        return math.inf
-    return max(1.0, 2.0 * math.sqrt(m) * skeel) if math.isfinite(skeel) else math.inf
-
-
-def _skeel_estimate(G: np.ndarray, g: np.ndarray) -> float:
-    """``|| G^-1 diag(g) ||_inf = || diag(g) G^-T ||_1`` by the 1-norm estimator."""
-    import warnings
-
-    from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
-    from scipy.sparse.linalg import LinearOperator, onenormest
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", LinAlgWarning)
-        try:
-            lu = lu_factor(G, check_finite=True)
-        except LinAlgWarning:  # exactly singular
-            return math.inf
-    m = G.shape[0]
-    op = LinearOperator((m, m), dtype=np.float64,
-                        matvec=lambda x: g * lu_solve(lu, np.ravel(x), trans=1),
-                        rmatvec=lambda x: lu_solve(lu, g * np.ravel(x)))
-    return float(onenormest(op))
-
-
-def conditions(alphas, betas, patterns) -> np.ndarray:
-    """``kappa(P) = || |D_P| |E_P| ||_2`` for every row ``P`` of ``patterns`` (``(N, L)`` position
-    indices into ``alphas``).  The points may be real or complex (the complex case serves the
-    benchmark's comparison: the real field cannot carry complex points)."""
-    alphas = np.asarray(alphas)
-    betas = np.asarray(betas)
-    P = np.asarray(patterns, dtype=np.int64)
-    if P.ndim != 2 or P.shape[1] != len(betas):
-        raise ValueError(f"patterns: must have shape (N, L={len(betas)}), got {P.shape}")
-    chosen = alphas[P]  # (N, L)
-    b = np.broadcast_to(betas, chosen.shape)
-    E = _basis_matrix(None, b, chosen)  # E[p, j, l] = ell_l(alpha_{P_j}) through the betas
-    D = _basis_matrix(None, chosen, b)  # D[p, l, j] = basis through the chosen alphas at beta_l
-    return np.linalg.norm(np.abs(D) @ np.abs(E), ord=2, axis=(1, 2))
-
-
-def worst_condition(alphas, betas, *, exhaustive: int = 20000, samples: int = 2000,
-                    seed: int = 0) -> tuple[float, tuple]:
-    """The largest :func:`conditions` over the ``C(K, L)`` decode patterns of these points and a
-    pattern attaining it (see :func:`search_worst`)."""
-    return search_worst(lambda P: conditions(alphas, betas, P), len(alphas), len(betas),
-                        exhaustive=exhaustive, samples=samples, seed=seed)
-
-
-def search_worst(cond, K: int, L: int, *, exhaustive: int = 20000, samples: int = 2000,
-                 seed: int = 0) -> tuple[float, tuple]:
-    """The largest ``cond(P)`` over the ``L``-subsets ``P`` of ``range(K)`` (``cond`` maps an
-    ``(N, L)`` array of sorted patterns to ``N`` values) and a pattern attaining it.  Exact when
-    ``C(K, L) <= exhaustive``; otherwise a lower bound on the worst case: the maximum over
-    ``samples`` random patterns, every pattern whose stragglers are contiguous (including
-    wrap-around), and a steepest-ascent search over one-position swaps from the four worst of
-    those (the worst patterns of Chebyshev-like point sets are contiguous runs of stragglers,
-    which the ascent reaches)."""
-    if math.comb(K, L) <= exhaustive:
-        P = np.asarray(list(itertools.combinations(range(K), L)), dtype=np.int64)
-        c = cond(P)
-        i = int(np.argmax(c))
-        return float(c[i]), tuple(int(x) for x in P[i])
-    rng = np.random.default_rng(seed)
-    rand = np.sort(np.argsort(rng.random((samples, K)), axis=1)[:, :L], axis=1)
-    runs = [np.setdiff1d(np.arange(K), (o + L + np.arange(K - L)) % K) for o in range(K)]
-    P = np.concatenate([rand, np.asarray(runs, dtype=np.int64).reshape(K, L)])
-    c = cond(P)
-    best_val, best = float(c.max()), P[int(np.argmax(c))]
-    for start in P[np.argsort(c)[-4:]]:
-        cur, val = start, float(cond(start[None])[0])
-        while True:
-            out = np.setdiff1d(np.arange(K), cur)
-            nb = np.repeat(cur[None], L * len(out), axis=0)
-            nb[np.arange(len(nb)), np.repeat(np.arange(L), len(out))] = np.tile(out, L)
-            nb = np.sort(nb, axis=1)
-            v = cond(nb)
-            j = int(np.argmax(v))
-            if v[j] <= val * (1 + 1e-12):
-                break
-            cur, val = nb[j], float(v[j])
-        if val > best_val:
-            best_val, best = val, cur
-    return best_val, tuple(int(x) for x in best)
+        return self._checked(positions)
 
 
 def lagrange_code(field, L: int, S: int, points: str | None = None) -> LagrangeCode:
     """The code used everywhere (module docstring): ``K = L + S`` positions over ``field``.
 
     ``points`` names the point set: one of :data:`REAL_POINT_SETS` for the real field (default
-    ``"chebyshev"``), :data:`FINITE_POINT_SETS` for finite fields (default ``"consecutive"``).
+    ``"auto"``), :data:`FINITE_POINT_SETS` for finite fields (default ``"consecutive"``).
     """
     F = make_field(field)
     for name, val, lo in (("L", L, 1), ("S", S, 0)):
@@ -338,21 +274,32 @@ def lagrange_code(field, L: int, S: int, points: str | None = None) -> LagrangeC
     return _cached_code(F, int(L), int(S), points)
 
 
-def chebyshev_nodes(count: int, kind: int = 1, turn: float = 0.0) -> np.ndarray:
-    """Chebyshev nodes on [-1, 1]: first kind ``cos((2i+1) pi / 2 count + turn)``, second kind
-    (extrema) ``cos(i pi / (count - 1))`` (``[0.0]`` for one node)."""
-    i = np.arange(count)
-    if kind == 1:
-        return np.cos((2 * i + 1) * np.pi / (2 * count) + turn)
-    return np.cos(i * np.pi / (count - 1)) if count > 1 else np.zeros(1)
+def code_width(field, L: int, S: int) -> int:
+    """:attr:`LagrangeCode.width` of the default code for ``(L, S)`` over ``field``."""
+    return lagrange_code(field, L, S).width
 
 
 @functools.lru_cache(maxsize=256)
 def _cached_code(F: Field, L: int, S: int, points: str) -> LagrangeCode:
     K = L + S
+    if points == "auto":
+        cheb = _cached_code(F, L, S, "chebyshev")
+        runs = [[(o + j) % K for j in range(S, K)] for o in range(K)]  # stragglers contiguous
+        worst = float(np.max(cheb.conditions(np.sort(np.asarray(runs), axis=1))))
+        return cheb if L == 1 or worst <= AUTO_LIMIT else _cached_code(F, L, S, "rotation")
     if F.exact:
         pts = F.points(K + L)
         alphas, betas = pts[:K], pts[K:]
+    elif points == "rotation":
+        rng = np.random.default_rng([_ROTATION_SEED, L, S])
+        G = rng.standard_normal((K, L)) + 1j * rng.standard_normal((K, L))
+        G /= np.linalg.norm(G, axis=1, keepdims=True)
+        return LagrangeCode(F, L, S, (), (), points, G)
+    elif points == "roots-of-unity":
+        alphas = np.exp(2j * np.pi * np.arange(K) / K)
+        betas = np.exp(2j * np.pi * (np.arange(L) + 0.5) / L)
+        if np.min(np.abs(alphas[:, None] - betas[None, :])) < 1e-9:  # the grids meet: turn
+            betas = betas * np.exp(1j * np.pi / (2 * K * L))
     elif points == "chebyshev":
         g = math.gcd(K, L)
         shared = (K // g) % 2 == 1 and (L // g) % 2 == 1  # the two grids meet
@@ -367,4 +314,5 @@ def _cached_code(F: Field, L: int, S: int, points: str) -> LagrangeCode:
         mask = np.zeros(K + L, bool)
         mask[beta_idx] = True
         alphas, betas = pts[~mask], pts[mask]
-    return LagrangeCode(F, L, S, tuple(alphas.tolist()), tuple(betas.tolist()), points)
+    return LagrangeCode(F, L, S, tuple(np.asarray(alphas).tolist()),
+                        tuple(np.asarray(betas).tolist()), points)

@@ -47,7 +47,8 @@ located exactly, and ``f < e <= n - k - f`` faulty results are detected (a
 :class:`FaultLocationError`, never a decode); ``e > n - k - f`` colluding results can be
 mistaken for ``e' <= f`` others (no code tells them apart: check the decode with a sketch).  A
 faulty result escapes all ``J`` projections with probability ``q^-J`` (default ``J`` as ``t``).
-In the reals the same search runs over the sets of ``0..f`` excluded results (smallest first):
+In the reals the same search runs over the sets of ``0..f`` excluded results (smallest first;
+a complex code's results projected in complex form):
 a set is consistent when the least-squares residual of its projections is at most ``rtol`` times
 their norm; two consistent sets of the same size are reported as unlocatable.
 """
@@ -62,13 +63,17 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .fields import Field, field as make_field
-from .lagrange import UNIT_ROUNDOFF, LagrangeCode, _basis_matrix, gamma, rounding_bound
+from ._basis import basis_matrix as _basis_matrix
+from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
+from .lagrange import LagrangeCode
 from .mds import MDSCode
 
-__all__ = ["Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
+__all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
            "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
 
 FALSE_ACCEPT = 1e-9  # target false-accept probability of a check in a finite field
+DEFAULT_TOLERANCE = 1e-9
+"""The relative error a verified real-field step's estimate is held to unless told otherwise."""
 REAL_SKETCH_ROWS = 8
 LIE_FACTOR = 20.0  # ||E|| <= 20 ||U E|| except with probability P[chi^2_8 < 1/400] ~ 1e-13
 REAL_PROJECTIONS = 2
@@ -200,6 +205,15 @@ class CheckResult:
     scale: float
     rounding: float = 0.0
     """Reals: the part of ``tolerance`` that bounds the check's own rounding."""
+    rows: int = 0
+    """Reals: the sketch rows ``t`` the residual is over."""
+
+    def estimated_error(self) -> float:
+        """Reals: an estimate of ``||Y - A[a:b] B||_F`` itself, ``residual / sqrt(t)`` (for a
+        Gaussian ``U`` of ``t`` rows, ``E ||U E||_F^2 = t ||E||_F^2``; the check's own rounding
+        is in the residual too, so this errs high when the error is below it).  ``0`` over a
+        finite field."""
+        return 0.0 if self.tolerance == 0.0 else self.residual / math.sqrt(max(1, self.rows))
 
     def accepted_error(self) -> float:
         """Reals: a bound on ``||Y - A[a:b] B||_F`` for a ``Y`` this check looked at, whoever
@@ -247,7 +261,7 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition:
         + UNIT_ROUNDOFF * (float(np.linalg.norm(left)) + scale)
     tol = 1.01 * nU2 * err_Y + rounding
     res = float(np.linalg.norm(left - right))
-    return CheckResult(res <= tol, res, tol, scale, rounding)
+    return CheckResult(res <= tol, res, tol, scale, rounding, sketch.t)
 
 
 def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.ndarray, rows,
@@ -258,8 +272,9 @@ def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.n
     the tolerance through ``code.decode_condition``."""
     F = code.field
     B = F.asarray(B, "B")
-    if B.ndim != 2 or B.shape[1] % code.L:
-        raise ValueError(f"B: must be 2-D with columns divisible by L={code.L}, got {B.shape}")
+    if B.ndim != 2 or B.shape[1] % (code.L * code.width):
+        raise ValueError(f"B: must be 2-D with columns divisible by L={code.L} times the code's "
+                         f"width {code.width}, got {B.shape}")
     c = B.shape[1] // code.L
     c0, c1 = (0, c) if cols is None else (int(cols[0]), int(cols[1]))
     if not 0 <= c0 < c1 <= c:
@@ -276,7 +291,7 @@ def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.n
         raise ValueError("positions: a real-field piece check needs the L positions it was "
                          "decoded from (they set the tolerance)")
     return check(sketch, Bp, Yp, (a, b), condition=code.decode_condition(positions),
-                 extra_terms=10 * code.L)
+                 extra_terms=code.extra_terms)
 
 
 # -- fault location --------------------------------------------------------------------------------
@@ -306,8 +321,10 @@ def locate_lagrange(code: LagrangeCode, results: Mapping[int, np.ndarray], *,
         raise ValueError(f"results: positions must be distinct in 0..{code.K - 1}, got {positions}")
     shape = np.asarray(results[positions[0]]).shape
     flat = _stack(code.field, [results[p] for p in positions], shape, "results")
-    pts = np.asarray(code.alphas)[positions]
+    pts = np.asarray(code.alphas)[positions] if code.generator is None else None
     gen = code.encode_matrix[positions] if not code.field.exact else None
+    if code.width == 2:  # a complex code: the results in complex form, (re, im) column pairs
+        flat = flat[:, 0::2] + 1j * flat[:, 1::2]
     bad = _locate(code.field, flat, code.L, pts, None, gen, max_faults, projections, seed, rtol)
     trusted = [p for i, p in enumerate(positions) if i not in bad]
     used = trusted[:code.L]
@@ -390,7 +407,7 @@ def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, proj
     if not rtol > 0:
         raise ValueError(f"rtol: must be > 0, got {rtol!r}")
     z = flat @ np.random.default_rng(seed).standard_normal((flat.shape[1], J))
-    return _least_squares_search(np.asarray(gen, dtype=np.float64), z, f, rtol)
+    return _least_squares_search(np.asarray(gen), z, f, rtol)
 
 
 def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> set:
@@ -405,7 +422,7 @@ def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> 
         keep = np.asarray([np.setdiff1d(np.arange(n), x) for x in X])  # (N, n - e)
         Q, _ = np.linalg.qr(G[keep])
         zk = z[keep]  # (N, n - e, J)
-        res = zk - Q @ (np.swapaxes(Q, 1, 2) @ zk)
+        res = zk - Q @ (np.swapaxes(Q, 1, 2).conj() @ zk)
         rel = np.linalg.norm(res, axis=(1, 2)) / np.maximum(np.linalg.norm(zk, axis=(1, 2)),
                                                             np.finfo(np.float64).tiny)
         ok = np.nonzero(rel <= rtol)[0]

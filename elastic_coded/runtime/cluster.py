@@ -37,6 +37,7 @@ from .hosting import kill, per_process
 from .report import ReportLog, StepReport
 from .session import ensure_ray, stop
 from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
+from ..algebra.verify import DEFAULT_TOLERANCE
 from .verifying import Verifier
 
 __all__ = ["ElasticCluster", "MachineSpec"]
@@ -118,8 +119,11 @@ class ElasticCluster:
     ``deadline`` (USCTEC family): a call still running ``deadline`` times the median completed
     call's time gets coded backups on other machines storing its rows (``None``: wait).
     ``verify``: check every product against a sketch of ``A`` and repair it from results that
-    check (:mod:`.verifying`); ``tolerance``: warn (``strict=True``: raise) when a real-field
-    step's relative error bound exceeds it; ``exclude_after``: remove a machine caught returning
+    check (:mod:`.verifying`); ``tolerance`` (real field, verified; default ``1e-9``): the
+    relative error a step's product may have, by the check's a posteriori estimate: above it
+    the step decodes again from better-conditioned results, else raises
+    :class:`~.verifying.ToleranceExceeded` (``None``: accept any product that checks;
+    ``strict=True``: its a priori error bound must meet the tolerance too); ``exclude_after``: remove a machine caught returning
     wrong results in that many steps (``None``: never).  ``machines_per_process``: how many
     machines share one worker process on a node (:mod:`.hosting`; ``None``: 4 when speeds are
     emulated, ``time_scale > 0``, else 1); sharing saves memory, a process each isolates.
@@ -134,7 +138,7 @@ class ElasticCluster:
                  health_interval: float = 1.0, chunk_rows: int | None = None,
                  deadline: float | None = 3.0, report_window: int | None = 1000,
                  report_file: str | None = None, verify: bool = True, strict: bool = False,
-                 tolerance: float | None = None, exclude_after: int | None = CAUGHT_LIMIT,
+                 tolerance: float | None = DEFAULT_TOLERANCE, exclude_after: int | None = CAUGHT_LIMIT,
                  machines_per_process: int | None = None, **options):
         self.family = family_of(policy)
         self.options = parse_options(policy, options)

@@ -107,6 +107,10 @@ class Gather:
         try:
             while not c.done:
                 if not self.pending:
+                    if hasattr(c, "settle"):  # outputs waiting for better results: no more come
+                        c.settle()
+                        if c.done:
+                            break
                     raise RuntimeError("step: results ran out before every output decoded")
                 timeout = next_backup_s() if next_backup_s is not None else None
                 ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)

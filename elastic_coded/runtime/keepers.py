@@ -89,7 +89,7 @@ class UsctecKeeper:
         """The step's plan for its code (:func:`~elastic_coded.schemes.registry.step_code`:
         fewer column blocks than ``L`` for narrow inputs, never zero columns below ``L``)."""
         sp = tuple(speeds[m] for m in present)
-        L_step, S_step, _ = step_code(policy, self.c.L, S, max(1, request.n_cols))
+        L_step, S_step, _ = step_code(policy, self.c.L, S, max(1, request.n_cols), self.c.F)
         plan = get_policy(policy)(self.placement, present, sp, L_step, S_step)
         validate(getattr(plan, "base", plan), self.placement)  # a pull plan: its base
         return plan

@@ -108,7 +108,7 @@ def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
     padded = plan.num_rows * coded.shape[2] * plan.L   # products with the zero columns
     rates = _rates(cl, plan, padded, prep.speeds)
     sub, q = _layout(cl, plan, prep, padded, rates)
-    col = LagrangeCollector(sub, code)
+    col = LagrangeCollector(sub, code, cl._verifier.patience)
     g = PullGather(refs, cl._handles, col, lambda m, c: [])
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
     _Loop(cl, g, q, col, ev, total, (cl.options or pl.PullOptions()).depth).run()
@@ -129,7 +129,9 @@ def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
 def _pull_pays(cl, plan: pl.PullPlan, prep, r: int) -> bool:
     """``usctec-auto``: whether this step pulls (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`)."""
     opts = cl.options or pl.PullOptions()
-    total = plan.num_rows * (r + (-r) % plan.L)
+    from ..algebra.lagrange import code_width
+
+    total = plan.num_rows * (r + (-r) % (plan.L * code_width(cl.F, plan.L, plan.S)))
     expected = _expected_s(cl, plan, _rates(cl, plan, total, prep.speeds), total)
     u = opts.units if opts.units != "auto" else \
         pl.units_for(expected, len(plan.available), opts.call_cost_s)

@@ -103,6 +103,14 @@ class StepReport:
     at least ``error_bound``, which assumes every result was computed honestly."""
     relative_verified_error_bound: float | None = None
     """``verified_error_bound / ||Y||_F``."""
+    estimated_error: float | None = None
+    """Real field, verified: an estimate of ``||Y - A B||_F`` itself, from the residual of the
+    check that accepted ``Y`` (``||U E||_F / sqrt(t)``, whose mean square is ``||E||_F^2``)."""
+    relative_estimated_error: float | None = None
+    """``estimated_error / ||Y||_F``: what the cluster's ``tolerance`` is held to."""
+    improved: tuple = ()
+    """Pieces decoded again from better-conditioned results because the estimate exceeded the
+    tolerance."""
 
     @property
     def redundancy(self) -> float:

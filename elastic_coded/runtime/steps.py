@@ -71,7 +71,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     t2 = time.perf_counter()
     total = plan.num_rows * r  # the products of A @ B: emulated work is measured against it
     step = cl._step
-    col = LagrangeCollector(plan, code)
+    col = LagrangeCollector(plan, code, cl._verifier.patience)
     recovered: set = set()
 
     def on_lost(machine, call):
@@ -107,12 +107,13 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
 
 def encode_inputs(cl, B: np.ndarray, L: int, S: int):
     """``B`` Lagrange-coded for ``(L, S)`` and each of its ``L + S`` positions put in the
-    object store once: ``(code, coded, refs)``.  Zero columns are added only when ``L`` does
-    not divide ``B``'s column count (``r >= L``, see ``step_code``)."""
-    pad = (-B.shape[1]) % L
+    object store once: ``(code, coded, refs)``.  Zero columns are added only when ``L`` (times
+    the code's width, 2 for a complex code) does not divide ``B``'s column count (see
+    ``step_code``)."""
+    code = lagrange_code(cl.F, L, S)
+    pad = (-B.shape[1]) % (L * code.width)
     if pad:
         B = np.concatenate([B, cl.F.zeros((B.shape[0], pad))], axis=1)
-    code = lagrange_code(cl.F, L, S)
     coded = code.encode(B)
     return code, coded, [ray.put(coded[p]) for p in range(code.K)]
 

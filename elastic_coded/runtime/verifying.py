@@ -48,18 +48,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import ray
 
-from ..algebra.lagrange import conditions, rounding_bound
-from ..algebra.verify import check, check_piece, make_sketch
+from ..algebra.lagrange import UNIT_ROUNDOFF, rounding_bound
+from ..algebra.verify import DEFAULT_TOLERANCE, check, check_piece, make_sketch
 from ..churn import CAUGHT_LIMIT
 from ..schemes.policies.collect import decode_mds
 from ..schemes.reference import assemble
 from ..schemes.wire import Call, TaskSpec
+from .verify_repair import LagrangeRepair, StepState
 
 __all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded"]
 
@@ -77,7 +77,19 @@ class VerificationError(RuntimeError):
 
 
 class ToleranceExceeded(RuntimeError):
-    """A real-field step's error bound exceeds the ``tolerance`` set (``strict=True``)."""
+    """A real-field step's product could not be had within the ``tolerance``: its estimated
+    error still exceeds it after decoding again from better-conditioned results (or, under
+    ``strict=True``, its error bound does).  ``condition`` and ``estimate`` (relative) say how
+    far it was."""
+
+    def __init__(self, msg: str, condition=None, estimate=None):
+        super().__init__(msg)
+        self.condition, self.estimate = condition, estimate
+
+PATIENCE_MARGIN = 100.0
+"""A piece waits for better-conditioned results while its condition exceeds
+``tolerance / (PATIENCE_MARGIN u)``: errors run at about ``u kappa``, so this keeps the typical
+error 100x inside the tolerance."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,11 @@ class Verdict:
     check's residual (:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`; fails
     with probability about ``1e-13``), at least ``error_bound``."""
     relative_verified_error_bound: float | None = None
+    estimated_error: float | None = None
+    """Real field, verified: the accepting checks' estimate of ``||Y - A B||_F`` itself."""
+    relative_estimated_error: float | None = None
+    improved: tuple = ()
+    """Pieces decoded again from better-conditioned results to meet the tolerance."""
 
     def fields(self) -> dict:
         return {"verified": self.verified, "caught": self.caught, "repaired": self.repaired,
@@ -110,7 +127,10 @@ class Verdict:
                 "condition": self.condition, "error_bound": self.error_bound,
                 "relative_error_bound": self.relative_error_bound, "t_verify": self.t_verify,
                 "verified_error_bound": self.verified_error_bound,
-                "relative_verified_error_bound": self.relative_verified_error_bound}
+                "relative_verified_error_bound": self.relative_verified_error_bound,
+                "estimated_error": self.estimated_error,
+                "relative_estimated_error": self.relative_estimated_error,
+                "improved": self.improved}
 
 
 def _tolerance(tolerance, strict) -> float | None:
@@ -131,8 +151,8 @@ class Verifier:
     hetero, the masters' matrices); ``seed`` (tests only) fixes the sketches."""
 
     def __init__(self, F, family: str, data, *, verify: bool = True, strict: bool = False,
-                 tolerance: float | None = None, exclude_after: int | None = CAUGHT_LIMIT,
-                 seed=None):
+                 tolerance: float | None = DEFAULT_TOLERANCE,
+                 exclude_after: int | None = CAUGHT_LIMIT, seed=None):
         if not isinstance(verify, bool):
             raise ValueError(f"verify: True or False, got {verify!r}")
         if exclude_after is not None and (isinstance(exclude_after, bool) or
@@ -153,6 +173,13 @@ class Verifier:
         self._armed: set = set()  # machines told to lie in the current step
         self.last = Verdict()
 
+    @property
+    def patience(self) -> float | None:
+        """The condition above which a piece waits for better results (``None``: never)."""
+        if self.F.exact or self.tolerance is None or not self.on:
+            return None
+        return self.tolerance / (PATIENCE_MARGIN * UNIT_ROUNDOFF)
+
     # -- before a step ---------------------------------------------------------------------------
     def arm(self, cl, ev) -> None:
         """Tell the machines the churn script makes lie in this step (``corrupt`` events)."""
@@ -165,13 +192,14 @@ class Verifier:
 
     # -- after a step -----------------------------------------------------------------------------
     def verify(self, cl, X, Y, out, prep=None):
-        """The step's product, checked (and repaired); sets :attr:`last`.  Raises
+        """The step's product, checked (and repaired, and decoded again from better-conditioned
+        results where its estimated error exceeds the tolerance); sets :attr:`last`.  Raises
         :class:`VerificationError` or :class:`ToleranceExceeded` instead of returning a product
         that failed."""
         t0 = time.perf_counter()
         self.last = Verdict()
         col = out.collector
-        state = _StepState()
+        state = StepState()
         if self.family == "usctec" and col is not None:
             Y = self._lagrange(cl, X, Y, col, out, state)
             bound = self._lagrange_bound(X, Y, col, state)
@@ -190,13 +218,42 @@ class Verifier:
             bound = (None, 0.0, 0.0) if self.F.exact else self._unified.bound(X, Y, kappa, col)
         else:
             bound = (None, None, None)
+        est = self._estimate(state, Y)
+        if self._over(est) and self.family == "usctec" and col is not None:
+            Y = self._lagrange_improve(cl, X, Y, col, out, state)
+            bound = self._lagrange_bound(X, Y, col, state)
+            est = self._estimate(state, Y)
+        if self._over(est):
+            self._too_far(cl, bound[0], est[1])
         excluded = self._count(state.caught)
         vb = self._accepted_bound(state, bound[1], Y)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
-                            time.perf_counter() - t0, *vb)
+                            time.perf_counter() - t0, *vb, *est,
+                            tuple(sorted(state.improved)))
         self._tolerance_check(cl)
         return Y
+
+    def _estimate(self, state, Y) -> tuple:
+        """``(estimated_error, its relative form)`` from the checks that accepted the outputs
+        (``(None, None)`` over finite fields or unverified)."""
+        if self.F.exact or not state.accepted:
+            return None, None
+        est = math.sqrt(sum(c.estimated_error() ** 2 for c in state.accepted.values()))
+        ys = Y if isinstance(Y, list) else [Y]
+        return est, _relative(est, np.concatenate([np.ravel(y) for y in ys]))
+
+    def _over(self, est) -> bool:
+        return self.tolerance is not None and est[1] is not None and not est[1] <= self.tolerance
+
+    def _too_far(self, cl, condition, rel: float):
+        why = f"decode condition {condition:.3g}" if condition is not None else "its decodes"
+        hint = {"unified": "fewer rows", "hetero": "a smaller code"}.get(self.family,
+                                                                         "a smaller L + S")
+        raise ToleranceExceeded(
+            f"step {cl._step}: the estimated relative error {rel:.3g} ({why}) exceeds the "
+            f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "
+            f"use a finite field, {hint}, or tolerance=None to accept it", condition, rel)
 
     def _accepted_bound(self, state, bound, Y) -> tuple:
         """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
@@ -223,18 +280,16 @@ class Verifier:
         return tuple(sorted((m for m in caught if self.counts[m] >= self.limit), key=str))
 
     def _tolerance_check(self, cl) -> None:
+        """``strict=True``: the error bound itself must meet the tolerance."""
         rel = self.last.relative_error_bound
-        if self.tolerance is None or rel is None or rel <= self.tolerance:
+        if not self.strict or rel is None or rel <= self.tolerance:
             return
         why = ("decode condition " + f"{self.last.condition:.3g}"
                if self.last.condition is not None else "estimated from the sketch")
-        msg = (f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the "
-               f"tolerance {self.tolerance:.3g}")
-        if self.strict:
-            hint = {"unified": "fewer rows (its Reed-Solomon decodes grow worse with m)",
-                    "hetero": "a smaller code"}.get(self.family, "a smaller L + S")
-            raise ToleranceExceeded(msg + f"; use a finite field, or {hint}")
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        raise ToleranceExceeded(
+            f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the tolerance "
+            f"{self.tolerance:.3g} (strict=True holds the bound to it, not only the estimate)",
+            self.last.condition, self.last.relative_estimated_error)
 
     def exclude(self, cl) -> tuple:
         """Remove the machines caught in ``exclude_after`` steps (after the step's report)."""
@@ -253,38 +308,65 @@ class Verifier:
         sk, code, plan = self.sketches[0], col.code, col.plan
         state.checked = True
         kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        res = state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=10 * code.L)
+        res = state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=code.extra_terms)
         if res:
             return Y
-        Bp = _padded(self.F, X, plan.L)
+        Bp = _padded(self.F, X, plan.L * code.width)
         c = Bp.shape[1] // plan.L
         bad = [pi for pi, piece, grp in plan.iter_pieces()
                if not check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
                                   positions=self._positions(col, state, pi))]
         if not bad:  # the pieces check but their sum does not: nothing to repair from
             self._fail(cl, state, "the product failed verification though every piece checks")
-        _Repair(self, cl, col, out, Bp, state).run(bad)
+        LagrangeRepair(self, cl, col, out, Bp, state).run(bad)
         Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
         kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=10 * code.L)
+        state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=code.extra_terms)
         if not state.accepted[0]:
             self._fail(cl, state, "the repaired product failed verification")
         return Y
 
+    def _lagrange_improve(self, cl, X, Y, col, out, state):
+        """The product with its worst pieces decoded again from better-conditioned results
+        (those in hand, late ones included, then positions computed again): the pieces with
+        the largest estimated errors, until the others' would meet the tolerance."""
+        sk, code, plan = self.sketches[0], col.code, col.plan
+        Bp = _padded(self.F, X, plan.L * code.width)
+        c = Bp.shape[1] // plan.L
+        est = {pi: check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
+                               positions=self._positions(col, state, pi)).estimated_error()
+               for pi, piece, grp in plan.iter_pieces()}
+        budget = (0.5 * self.tolerance * float(np.linalg.norm(Y))) ** 2
+        left = sum(e * e for e in est.values())
+        worst = []
+        for pi in sorted(est, key=est.get, reverse=True):
+            if left <= budget:
+                break
+            worst.append(pi)
+            left -= est[pi] ** 2
+        LagrangeRepair(self, cl, col, out, Bp, state).improve(worst, self._positions)
+        Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
+        state.accepted[0] = check(sk, X, Y, condition=self._kappa(col, state),
+                                  extra_terms=code.extra_terms)
+        if not state.accepted[0]:
+            self._fail(cl, state, "the product decoded again for its conditioning failed "
+                                  "verification")
+        return Y
+
     @staticmethod
     def _positions(col, state, pi) -> tuple:
-        return state.positions.get(pi) or tuple(list(col.results[pi])[:col.code.L])
+        return (state.positions.get(pi) or getattr(col, "positions", {}).get(pi)
+                or tuple(list(col.results[pi])[:col.code.L]))
 
     def _kappa(self, col, state) -> float:
         pats = {self._positions(col, state, pi) for pi in range(len(col.plan.pieces))}
-        pats = np.asarray(sorted(pats), dtype=np.int64)
-        return max(1.0, float(np.max(conditions(col.code.alphas, col.code.betas, pats))))
+        return max(col.code.decode_condition(P) for P in pats)
 
     def _lagrange_bound(self, X, Y, col, state) -> tuple:
         if self.F.exact:
             return None, 0.0, 0.0
         kappa = self._kappa(col, state)
-        bound = rounding_bound(X.shape[0] + 10 * col.code.L, kappa, self.norms[0],
+        bound = rounding_bound(X.shape[0] + col.code.extra_terms, kappa, self.norms[0],
                                float(np.linalg.norm(X)))
         return kappa, bound, _relative(bound, Y)
 
@@ -378,132 +460,6 @@ class Verifier:
             sq += b * b
             rel = max(rel, _relative(b, y))
         return max(kappas), math.sqrt(sq), rel
-
-
-@dataclass
-class _StepState:
-    checked: bool = False
-    caught: set = None
-    repaired: set = None
-    recomputed: int = 0
-    positions: dict = None  # piece -> positions it was decoded again from
-    accepted: dict = None   # output (0; hetero: master) -> the check that accepted it
-
-    def __post_init__(self):
-        self.caught, self.repaired, self.positions, self.accepted = set(), set(), {}, {}
-
-
-class _Repair:
-    """Repair the wrong pieces of one USCTEC step (module docstring)."""
-
-    def __init__(self, ver: Verifier, cl, col, out, Bp, state: _StepState):
-        self.ver, self.cl, self.col, self.state = ver, cl, col, state
-        self.plan, self.code = col.plan, col.code
-        self.coded = self.code.encode(Bp)
-        self.total = self.plan.num_rows * Bp.shape[1]
-        gone = set(getattr(out.gather, "failed", ())) | set(getattr(cl, "_crash_idle", ()))
-        self.live = [m for m in cl._handles if m not in gone]
-        self.asked: set = set()  # (piece, position, machine) computed again
-        self.refs: dict = {}
-
-    def run(self, bad: list) -> None:
-        good = {pi: self._screen(pi) for pi in bad}
-        holders, rnd = None, 0
-        while True:
-            short = [pi for pi in bad if len(good[pi]) < self.code.L]
-            if rnd and short and holders is None:
-                holders = self._holders()
-            asks = [a for pi in short for a in self._asks(pi, good[pi], rnd, holders)]
-            if not asks and (rnd or not short):  # nothing left to ask anyone
-                break
-            for (pi, pos, mach), H in self._compute(asks):
-                if self._ok(pi, pos, H):
-                    good[pi].setdefault(pos, (mach, H))
-                else:
-                    self.state.caught.add(mach)
-            rnd += 1
-        for pi in bad:
-            if len(good[pi]) < self.code.L:
-                self.ver._fail(self.cl, self.state,
-                               f"piece {pi} failed verification and only {len(good[pi])} of the "
-                               f"L = {self.code.L} results it needs check, after computing the "
-                               f"others again on every machine storing its rows")
-            self._decode(pi, good[pi])
-
-    def _holders(self) -> dict:
-        """``{piece: machines storing its rows}``: the plan's own (a pull plan keeps them per
-        group), else the controller's."""
-        by_group = getattr(self.plan, "holders", None)
-        if by_group is not None:
-            return {pi: tuple(by_group[piece.group]) for pi, piece in enumerate(self.plan.pieces)}
-        return self.cl._ctrl("holders_of", self.plan) or {}
-
-    def _screen(self, pi: int) -> dict:
-        """The piece's results that check on their own; their liars are caught."""
-        cand = {**self.col.late.get(pi, {}), **self.col.results[pi]}
-        good = {}
-        for pos, (mach, H) in cand.items():
-            if self._ok(pi, pos, H):
-                good[pos] = (mach, H)
-            else:
-                self.state.caught.add(mach)
-        return good
-
-    def _ok(self, pi: int, pos: int, H) -> bool:
-        piece = self.plan.pieces[pi]
-        c0, c1 = piece.cols if piece.cols is not None else (0, self.coded.shape[2])
-        rows = self.plan.groups[piece.group].rows
-        H = np.asarray(H)
-        if H.shape != (rows[1] - rows[0], c1 - c0):
-            return False
-        return bool(check(self.ver.sketches[0], self.coded[pos][:, c0:c1], H, rows))
-
-    def _asks(self, pi: int, good: dict, rnd: int, holders) -> list:
-        """``[(piece, position, machine)]``: positions still missing, as many as the piece
-        needs, each on a live machine not caught and not asked for it before (round 0: the
-        machine planned for it; later rounds: the other machines storing the piece's rows)."""
-        piece = self.plan.pieces[pi]
-        ok = {m for m in self.live if m not in self.state.caught}
-        pool = [m for m in (holders or {}).get(pi) or () if m in ok]
-        out, used = [], set()
-        for pos in (p for p in range(self.code.K) if p not in good):
-            if len(out) == self.code.L - len(good):
-                break
-            planned = piece.machines[pos: pos + 1]  # positions past the plan's: backups only
-            cands = list(planned) if rnd == 0 else sorted(pool, key=lambda m: (m in used, str(m)))
-            m = next((m for m in cands if m in ok and (pi, pos, m) not in self.asked), None)
-            if m is not None:
-                self.asked.add((pi, pos, m))
-                used.add(m)
-                out.append((pi, pos, m))
-        return out
-
-    def _compute(self, asks: list) -> list:
-        calls = []
-        for pi, pos, mach in asks:
-            piece = self.plan.pieces[pi]
-            rows = self.plan.groups[piece.group].rows
-            if pos not in self.refs:
-                self.refs[pos] = ray.put(self.coded[pos])
-            call = Call(self.cl._step, (TaskSpec("A", rows, 0, piece.cols, pi, pos),), self.total)
-            calls.append(((pi, pos, mach), self.cl._handles[mach].compute.remote(call,
-                                                                                 self.refs[pos])))
-        out = []
-        for key, ref in calls:
-            try:
-                res = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-                continue  # a machine that died, or that does not store the rows: not a result
-            self.state.recomputed += 1
-            out.append((key, res.results[0]))
-        return out
-
-    def _decode(self, pi: int, good: dict) -> None:
-        use = dict(list(good.items())[:self.code.L])
-        self.col.decoded[pi] = self.code.decode({p: h for p, (_, h) in use.items()})
-        self.col.used_by[pi] = tuple(m for m, _ in use.values())
-        self.state.positions[pi] = tuple(use)
-        self.state.repaired.add(pi)
 
 
 def _row_asks(storage, m: int, need: int, exclude: set, usable) -> list:

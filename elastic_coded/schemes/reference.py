@@ -52,7 +52,8 @@ def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, d
 def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
              drop: Mapping[int, Iterable[int]] | None = None) -> np.ndarray:
     """Execute ``plan`` in-process: every machine computes, the positions in ``drop[piece]``
-    (at most ``S`` per piece) straggle and are ignored, every piece decodes, ``A @ B`` returns."""
+    (at most ``S`` per piece) straggle and are ignored, every piece decodes, ``A @ B`` returns.
+    ``B`` gets zero columns where the code needs a multiple of ``L`` (times its width)."""
     code = lagrange_code(field, plan.L, plan.S)
     F = code.field
     A = F.asarray(A, "A")
@@ -61,6 +62,10 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
         raise ValueError(f"A: has {A.shape[0]} rows, the plan {plan.num_rows}")
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"B: shape {B.shape} does not fit A {A.shape} (A.shape[1] == B.shape[0])")
+    r = B.shape[1]
+    pad = (-r) % (plan.L * code.width)  # zero columns, as the runtime adds them
+    if pad:
+        B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
     coded = encode_input(code, B)
     drop = {k: set(v) for k, v in (drop or {}).items()}
     decoded = {}
@@ -77,4 +82,4 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
             if len(results) == plan.L:
                 break
         decoded[pi] = decode_piece(code, results)
-    return assemble(plan, decoded, B.shape[1] // plan.L, F.dtype)
+    return assemble(plan, decoded, B.shape[1] // plan.L, F.dtype)[:, :r]

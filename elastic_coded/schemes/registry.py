@@ -95,7 +95,7 @@ UNCODED = frozenset({"uncoded", "speculative", "dynamic", "proportional"})
 """Policies that plan the uncoded split (``L = 1, S = 0``)."""
 
 
-def step_code(policy: str, L: int, S: int, r: int) -> tuple[int, int, int]:
+def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int, int]:
     """The code a step with ``r`` input columns runs: ``(L_step, S_step, pad)``.
 
     The uncoded policies run ``(1, 0)`` and never pad.  A coded policy splits ``B`` into
@@ -103,13 +103,23 @@ def step_code(policy: str, L: int, S: int, r: int) -> tuple[int, int, int]:
     dispatches the fewest products, ``(L_step + S) ceil(r / L_step)`` per row: ``L`` itself when
     ``L`` divides ``r``, ``r`` when ``r < L`` (no zero columns; redundancy ``(r + S) / r``), and
     otherwise the best trade between the redundancy ``(L_step + S) / L_step`` and the ``pad``
-    zero columns that make ``r`` a multiple of ``L_step`` (ties: the larger ``L_step``)."""
+    zero columns that make ``r`` a multiple of ``L_step`` (ties: the larger ``L_step``).  Over
+    the reals (``field``) a complex code's blocks take columns in pairs
+    (:attr:`~elastic_coded.algebra.lagrange.LagrangeCode.width` ``w``): the count is then
+    ``(L_step + S) w ceil(r / (w L_step))``."""
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise ValueError(f"r: the input's column count must be an int >= 1, got {r!r}")
     if policy in UNCODED:
         return 1, 0, 0
-    best = min(range(1, L + 1), key=lambda l: ((l + S) * -(-r // l), -l))
-    return best, S, (-r) % best
+    if field is None:
+        width = lambda l: 1  # noqa: E731
+    else:
+        from ..algebra.lagrange import code_width
+
+        width = lambda l: code_width(field, l, S)  # noqa: E731
+    block = {l: width(l) * l for l in range(1, L + 1)}  # the columns r must be a multiple of
+    best = min(range(1, L + 1), key=lambda l: ((l + S) * -(-r // block[l]) * (block[l] // l), -l))
+    return best, S, (-r) % block[best]
 
 
 def ideal_time(speeds, L: int, S: int) -> float:

@@ -16,7 +16,7 @@ FIELDS = ["real", "gf(65521)", "gf(2147483647)", "gf(2^8)", "gf(2^16)"]
 def _check_lagrange(F, L, S, subsets, rng, rows=5, inner=7, width=3):
     code = lagrange_code(F, L, S)
     A = F.random((rows, inner), rng)
-    B = F.random((inner, L * width), rng)
+    B = F.random((inner, L * width * code.width), rng)  # a complex code: column pairs
     expected = F.matmul(A, B)
     coded = code.encode(B)
     H = {i: F.matmul(A, coded[i]) for i in range(code.K)}

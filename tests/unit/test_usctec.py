@@ -311,11 +311,18 @@ def test_bad_input(call, match):
         call()
 
 
-def test_r_not_divisible_by_L():
+@pytest.mark.parametrize("spec", ["real", "gf(65521)"])
+def test_r_not_divisible_by_L_gets_zero_columns(spec):
+    """As in the runtime, B is padded to a multiple of L (times the code's width) and the
+    product trimmed back."""
+    F = field(spec)
     pl = cyclic_placement(10, 4, 2, 1)
     plan = plan_step(pl, range(4), [1] * 4, 2, 1)
-    with pytest.raises(ValueError, match="divisible by L=2"):
-        run_step(np.zeros((10, 3)), np.zeros((3, 5)), plan, "real")
+    rng = np.random.default_rng(5)
+    A, B = F.random((10, 3), rng), F.random((3, 5), rng)
+    Y = run_step(A, B, plan, F, {0: [1]})
+    assert Y.shape == (10, 5)
+    assert np.array_equal(Y, F.matmul(A, B)) if F.exact else relative_error(Y, A @ B) <= 1e-12
 
 
 # --- placements ---------------------------------------------------------------------------------------------

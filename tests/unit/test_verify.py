@@ -157,7 +157,7 @@ def test_real_piece_check_passes_ill_conditioned_decodes():
     """The worst straggler pattern of (16, 8) decodes to ~2e-7; its check still passes, and its
     tolerance, set by the condition, is reported relative to the result."""
     F = field("real")
-    code = lagrange_code(F, 16, 8)
+    code = lagrange_code(F, 16, 8, "chebyshev")
     _, P = code.worst_decode_condition(samples=200)
     rng = np.random.default_rng(2)
     A, B = rng.standard_normal((60, 50)), rng.standard_normal((50, 32))

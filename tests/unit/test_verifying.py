@@ -119,13 +119,15 @@ def test_real_field_repaired_within_its_bound_and_tolerance():
     assert v.repaired == (0, 1) and v.condition >= 1
     assert np.linalg.norm(Yv - A @ B) <= v.error_bound
     assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(Yv))
-    strict = Verifier(R, "usctec", A, tolerance=1e-30, strict=True)
+    strict = Verifier(R, "usctec", A, tolerance=1e-14, strict=True)  # estimate ~1e-16
     Y, out, cl = _step(R, A, B, {})
     with pytest.raises(ToleranceExceeded, match=r"relative error bound .* exceeds the tolerance"):
         strict.verify(cl, B, Y, out)
-    loose = Verifier(R, "usctec", A, tolerance=1e-30)
-    with pytest.warns(RuntimeWarning, match="exceeds the tolerance"):
+    loose = Verifier(R, "usctec", A, tolerance=1e-30)  # no estimate can meet it
+    with pytest.raises(ToleranceExceeded, match=r"estimated relative error .* exceeds the "
+                                                r"tolerance 1e-30") as exc:
         loose.verify(cl, B, Y, out)
+    assert exc.value.condition >= 1 and exc.value.estimate > 1e-30
 
 
 def test_without_verification_a_lie_goes_through():
@@ -139,7 +141,7 @@ def test_without_verification_a_lie_goes_through():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"tolerance": 0}, r"^tolerance: a relative error bound > 0"),
-    ({"strict": True}, r"^strict: True needs a tolerance"),
+    ({"strict": True, "tolerance": None}, r"^strict: True needs a tolerance"),
     ({"verify": 1}, r"^verify: True or False"),
     ({"exclude_after": 0}, r"^exclude_after: an int >= 1"),
 ])

@@ -1,8 +1,9 @@
 """Completion rules and decoders: what the step driver feeds each result into.  Pure.
 
-* :class:`LagrangeCollector` (USCTEC and its baselines): piece ``M_{g,f}`` decodes from the
-  first ``L`` of its ``L+S`` positions (MATH.md §1); a task re-planned after a crash may come
-  back in row parts, which are joined first.
+* :class:`LagrangeCollector` (USCTEC and its baselines): piece ``M_{g,f}`` decodes from ``L``
+  of its ``L+S`` positions (MATH.md §1): the first ``L``, or in the reals the best-conditioned
+  ``L`` in hand, waiting for more while that is worse than its ``patience``; a task re-planned
+  after a crash may come back in row parts, which are joined first.
 * :class:`MDSCollector` (heterogeneous masters): master ``m`` decodes from any ``L_m`` distinct
   coded rows of ``C{m}`` (MATH.md §3), systematic rows first.
 
@@ -23,15 +24,24 @@ __all__ = ["LagrangeCollector", "MDSCollector", "decode_mds"]
 
 
 class LagrangeCollector:
-    """Results of one USCTEC step, by piece and position."""
+    """Results of one USCTEC step, by piece and position.
 
-    def __init__(self, plan, code):
+    ``patience`` (real field only): a piece whose best ``L`` results in hand decode with a
+    condition above it waits for more of its results (up to all ``K``) and decodes from the
+    best-conditioned ``L`` of them (:meth:`LagrangeCode.best_positions`); :meth:`settle`
+    decodes the waiting pieces from what is in hand when no more can come.  ``None``: the first
+    ``L`` to arrive."""
+
+    def __init__(self, plan, code, patience: float | None = None):
         self.plan, self.code = plan, code
+        self.patience = None if code.field.exact else patience
         self.results: dict[int, dict] = {pi: {} for pi in range(len(plan.pieces))}
         self.partial: dict = {}
         self.decoded: dict[int, np.ndarray] = {}
         self.used_by: dict[int, tuple] = {}
+        self.positions: dict[int, tuple] = {}  # piece -> the positions it decoded from
         self.late: dict[int, dict] = {}  # piece -> {position: (machine, H)} after it decoded
+        self.waited = 0  # results taken in beyond the first L of a piece, for its conditioning
 
     @property
     def done(self) -> bool:
@@ -52,11 +62,34 @@ class LagrangeCollector:
         if H is None:  # a part of a re-planned task; the rest is still to come
             return True
         self.results[pi][task.position] = (machine, H)
-        if len(self.results[pi]) == self.plan.L:
-            got = self.results[pi]
-            self.decoded[pi] = self.code.decode({p: h for p, (_, h) in got.items()})
-            self.used_by[pi] = tuple(mm for mm, _ in got.values())
+        n = len(self.results[pi])
+        if n >= self.plan.L:
+            self.waited += n > self.plan.L
+            self._decode(pi, final=n == self.code.K)
         return True
+
+    def settle(self) -> None:
+        """Decode every waiting piece (``L`` or more results) from the best of what it has."""
+        for pi, got in self.results.items():
+            if pi not in self.decoded and len(got) >= self.plan.L:
+                self._decode(pi, final=True)
+
+    def _decode(self, pi: int, final: bool) -> None:
+        got = self.results[pi]
+        if self.patience is None:
+            use = tuple(got)[:self.plan.L]
+        else:
+            if len(got) == self.plan.L:  # nothing to choose: the (cached) condition
+                use = tuple(sorted(got))
+                kappa = self.code.decode_condition(use)
+            else:
+                kappa, use = self.code.best_positions(got, start=self.positions.get(pi))
+            self.positions[pi] = use
+            if kappa > self.patience and not final:
+                return  # wait for more of this piece's results
+        self.decoded[pi] = self.code.decode({p: got[p][1] for p in use})
+        self.used_by[pi] = tuple(got[p][0] for p in use)
+        self.positions[pi] = tuple(use)
 
     def _whole(self, group_rows: tuple, piece: int, pos: int, rows: tuple, H):
         """``H`` for the task's whole group, or ``None`` while parts of it are missing."""
