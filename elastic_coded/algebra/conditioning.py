@@ -197,6 +197,8 @@ def best_subset(cond, have, L: int, start=None, *, exhaustive: int = 2000,
     val = float(cond(cur[None])[0])
     for _ in range(rounds):
         out = np.setdiff1d(np.asarray(have), cur)
+        if not len(out):
+            break
         nb = np.repeat(cur[None], L * len(out), axis=0)
         nb[np.arange(len(nb)), np.repeat(np.arange(L), len(out))] = np.tile(out, L)
         nb = np.sort(nb, axis=1)
