@@ -238,6 +238,11 @@ class LagrangeCode:
         conditioned (:func:`~.conditioning.best_subset`: exact for up to 2000 subsets, else a
         swap descent from ``start``).  Real field only."""
         self._real_positions(range(self.L))
+        return self._best(tuple(sorted(int(h) for h in have)),
+                          None if start is None else tuple(sorted(int(p) for p in start)))
+
+    @functools.lru_cache(maxsize=1024)
+    def _best(self, have: tuple, start: tuple | None) -> tuple[float, tuple]:
         return best_subset(self.conditions, have, self.L, start)
 
     def worst_decode_condition(self, exhaustive: int = 20000, samples: int = 2000,

@@ -95,14 +95,15 @@ def test_real_field_within_its_reported_bound_with_liars(ray_session):
     rng = np.random.default_rng(2)
     A, B = rng.standard_normal((48, 6)), rng.standard_normal((6, 4))
     ms = [{"id": m, "speed": 1.0, "storage": 1.0} for m in IDS]
-    with ElasticCluster(A, L=L, S=S, machines=ms, time_scale=0.02, tolerance=1e-30) as c:
+    with ElasticCluster(A, L=L, S=S, machines=ms, time_scale=0.02) as c:
         for liars in ((), ("m0",), ("m2", "m5")):
-            with pytest.warns(RuntimeWarning, match="exceeds the tolerance 1e-30"):
-                Y = c.multiply(B, events=_liars_first(liars))
+            Y = c.multiply(B, events=_liars_first(liars))
             r = c.reports[-1]
             assert set(liars) & {m for p in r.plan.pieces for m in p.machines} <= set(r.caught)
             assert np.linalg.norm(Y - A @ B) <= r.error_bound <= r.verified_error_bound
             assert r.condition >= 1 and 0 < r.relative_error_bound < 1e-10
+            assert 0 <= r.relative_estimated_error <= 1e-9  # the default tolerance
+            assert r.estimated_error <= r.verified_error_bound
 
 
 def test_hetero_masters_repair_a_lying_worker(ray_session):
