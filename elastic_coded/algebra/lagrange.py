@@ -25,19 +25,22 @@ even column count (:attr:`LagrangeCode.width` is 2).
 **Point sets (real field).**  ``lagrange_code(F, L, S, points=...)`` with ``points`` one of
 
 - ``"auto"`` (default): ``"chebyshev"`` where its decodes are well conditioned (``L = 1``, or the
-  worst decode over contiguous runs of stragglers, where Chebyshev sets are worst, has ``kappa <=``
-  :data:`AUTO_LIMIT`), else ``"rotation"``.  The code records the set it resolved to.
-- ``"rotation"``: a complex Gaussian ``E`` (rows of unit norm, drawn from a seed fixed by ``L``
-  and ``S``, so every process builds the same code) in the rotation embedding.  A complex
-  Gaussian square matrix has ``P[sigma_min < eps / sqrt(n)] <= eps^2`` (Edelman), against
-  ``eps`` for a real one: its worst decodes are far better conditioned.  Measured worst case over
-  a large sample and a swap ascent: about ``7e3`` at ``(L, S) = (20, 12)``, where Chebyshev points
-  reach ``3e13`` (``benchmarks/results/conditioning.md``).  Any ``L`` rows are invertible with
-  probability 1; the decode inverts ``E_P`` numerically.
+  worst decode over contiguous runs of stragglers, where the polynomial codes are worst, has
+  ``kappa <=`` :data:`AUTO_LIMIT`); else ``"roots-of-unity"`` where that is within
+  :data:`ROOTS_LIMIT` (few stragglers); else ``"rotation"``.  The code records the set it
+  resolved to.
+- ``"rotation"``: a random complex ``E`` with orthonormal columns (the QR factor of a complex
+  Gaussian matrix, rows then scaled to unit norm; drawn from a seed fixed by ``L`` and ``S``, so
+  every process builds the same code) in the rotation embedding.  A complex Gaussian square
+  matrix has ``P[sigma_min < eps / sqrt(n)] <= eps^2`` (Edelman), against ``eps`` for a real
+  one: its worst decodes are far better conditioned than any real code's.  Measured worst cases
+  (a large sample and a swap ascent: lower bounds) in ``benchmarks/results/conditioning.md``:
+  about ``1e4`` at ``(L, S) = (20, 12)``, where Chebyshev points reach ``3e13``.  Any ``L`` rows
+  are invertible with probability 1; the decode inverts ``E_P`` numerically.
 - ``"roots-of-unity"``: the Lagrange code through ``alpha`` = the ``K``-th roots of unity and
-  ``beta`` = the ``L``-th roots turned by half a step, in the same embedding (the
-  polynomial code of the rotation-embedding papers).  Better than Chebyshev, worse than
-  ``"rotation"`` from ``L + S`` of about 16.
+  ``beta`` = the ``L``-th roots turned by half a step, in the same embedding (the polynomial
+  code of the rotation-embedding papers).  The best of all at ``S`` up to about 4, far worse
+  than ``"rotation"`` at large ``S`` (``1e7`` at ``(20, 12)``).
 - ``"chebyshev"``: ``alpha`` = the ``K`` Chebyshev nodes of the first kind,
   ``cos((2i+1) pi / 2K)``, and ``beta`` = the ``L`` Chebyshev nodes of the first kind.  When the
   two grids share a node (exactly when ``K/g`` and ``L/g`` are both odd, ``g = gcd(K, L)``) the
@@ -77,7 +80,7 @@ from .conditioning import (UNIT_ROUNDOFF, best_subset, conditions, gamma, matrix
 from .fields import Field, field as make_field
 
 __all__ = ["LagrangeCode", "lagrange_code", "code_width", "REAL_POINT_SETS", "FINITE_POINT_SETS",
-           "AUTO_LIMIT", "UNIT_ROUNDOFF",
+           "AUTO_LIMIT", "ROOTS_LIMIT", "UNIT_ROUNDOFF",
            "conditions", "solve_condition", "worst_condition", "search_worst", "gamma",
            "rounding_bound", "chebyshev_nodes"]
 
@@ -86,6 +89,8 @@ REAL_POINT_SETS = ("auto", "chebyshev", "rotation", "roots-of-unity", "chebyshev
 FINITE_POINT_SETS = ("consecutive",)
 AUTO_LIMIT = 1e3
 """``"auto"`` keeps Chebyshev points while their worst contiguous-run decode is at most this."""
+ROOTS_LIMIT = 1e4
+"""... and takes the roots of unity (few stragglers) while theirs is at most this."""
 _ROTATION_SEED = 0x524F54  # with L and S: the seed of the "rotation" code's generator
 
 # kept importable from here: ``_basis_matrix`` is the Lagrange basis of :mod:`._basis`
@@ -288,16 +293,19 @@ def code_width(field, L: int, S: int) -> int:
 def _cached_code(F: Field, L: int, S: int, points: str) -> LagrangeCode:
     K = L + S
     if points == "auto":
-        cheb = _cached_code(F, L, S, "chebyshev")
-        runs = [[(o + j) % K for j in range(S, K)] for o in range(K)]  # stragglers contiguous
-        worst = float(np.max(cheb.conditions(np.sort(np.asarray(runs), axis=1))))
-        return cheb if L == 1 or worst <= AUTO_LIMIT else _cached_code(F, L, S, "rotation")
+        runs = np.sort(np.asarray([[(o + j) % K for j in range(S, K)] for o in range(K)]),
+                       axis=1)  # the patterns whose stragglers are contiguous
+        for pts, limit in (("chebyshev", AUTO_LIMIT), ("roots-of-unity", ROOTS_LIMIT)):
+            code = _cached_code(F, L, S, pts)
+            if L == 1 or float(np.max(code.conditions(runs))) <= limit:
+                return code
+        return _cached_code(F, L, S, "rotation")
     if F.exact:
         pts = F.points(K + L)
         alphas, betas = pts[:K], pts[K:]
     elif points == "rotation":
         rng = np.random.default_rng([_ROTATION_SEED, L, S])
-        G = rng.standard_normal((K, L)) + 1j * rng.standard_normal((K, L))
+        G, _ = np.linalg.qr(rng.standard_normal((K, L)) + 1j * rng.standard_normal((K, L)))
         G /= np.linalg.norm(G, axis=1, keepdims=True)
         return LagrangeCode(F, L, S, (), (), points, G)
     elif points == "roots-of-unity":
