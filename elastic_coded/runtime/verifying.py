@@ -55,6 +55,7 @@ import numpy as np
 import ray
 
 from ..algebra.lagrange import conditions, rounding_bound
+from ..algebra.scaling import norm
 from ..algebra.verify import check, check_piece, make_sketch
 from ..churn import CAUGHT_LIMIT
 from ..schemes.policies.collect import decode_mds
@@ -144,7 +145,7 @@ class Verifier:
         self.F, self.family, self.on, self.strict = F, family, verify, strict
         mats = list(data) if family == "hetero" else [_matrix(data)]
         self.mats = mats
-        self.norms = [0.0 if F.exact else float(np.linalg.norm(a)) for a in mats]
+        self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
         self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
         self._coded_sketches: dict = {}  # hetero: master -> sketch of its coded rows (lazy)
@@ -549,7 +550,7 @@ def _padded(F, X, L: int):
 
 
 def _relative(bound: float, Y) -> float:
-    nY = float(np.linalg.norm(Y))
+    nY = norm(Y)  # without overflow however large (the bound's scale is the same)
     return bound / nY if nY > 0 else (0.0 if bound == 0 else math.inf)
 
 
