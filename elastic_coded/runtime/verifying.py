@@ -155,14 +155,20 @@ class Verifier:
         self.last = Verdict()
 
     # -- before a step ---------------------------------------------------------------------------
-    def arm(self, cl, ev) -> None:
-        """Tell the machines the churn script makes lie in this step (``corrupt`` events)."""
+    def arm(self, cl, ev) -> list:
+        """Tell the machines the churn script makes lie in this step (``corrupt`` events).
+        Returns the machines found dead on the way (a dead liar has nothing to be told)."""
         liars = {m for m in getattr(ev, "corrupt", ()) if m in cl._handles}
-        calls = [cl._handles[m].lie.remote((cl._step,) if m in liars else ())
-                 for m in liars | {m for m in self._armed if m in cl._handles}]
-        if calls:  # a retried step may name other liars than its first attempt did
-            ray.get(calls)
-        self._armed = liars
+        calls = {m: cl._handles[m].lie.remote((cl._step,) if m in liars else ())
+                 for m in liars | {m for m in self._armed if m in cl._handles}}
+        dead = []
+        for m, ref in calls.items():  # a retried step may name other liars than its first did
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                dead.append(m)
+        self._armed = liars - set(dead)
+        return dead
 
     # -- after a step -----------------------------------------------------------------------------
     def verify(self, cl, X, Y, out, prep=None):
@@ -212,16 +218,17 @@ class Verifier:
         return vb, _relative(vb, np.concatenate([np.ravel(y) for y in ys]))
 
     def _fail(self, cl, state, msg: str):
-        self._count(state.caught)  # counted; excluded after the next step that succeeds
+        # not counted: only a step that completes counts its catches (:meth:`exclude`)
         caught = tuple(sorted(state.caught, key=str))
         raise VerificationError(f"step {cl._step}: {msg}" + (
             f"; machines caught returning wrong results: {list(caught)}" if caught else ""),
             caught)
 
     def _count(self, caught) -> tuple:
-        for m in caught:
-            self.counts[m] = self.counts.get(m, 0) + 1
-        return tuple(sorted((m for m in caught if self.counts[m] >= self.limit), key=str))
+        """The machines ``caught`` that this step brings to ``exclude_after`` catches (the
+        catches are counted once the step completes, :meth:`exclude`)."""
+        return tuple(sorted((m for m in caught if self.counts.get(m, 0) + 1 >= self.limit),
+                            key=str))
 
     def _tolerance_check(self, cl) -> None:
         rel = self.last.relative_error_bound
@@ -238,14 +245,23 @@ class Verifier:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     def exclude(self, cl) -> tuple:
-        """Remove the machines caught in ``exclude_after`` steps (after the step's report)."""
+        """Count the completed step's catches, and remove the machines caught in
+        ``exclude_after`` steps (after the step's report)."""
+        for m in (m for m in self.last.caught if m in cl._handles):  # not those gone since
+            self.counts[m] = self.counts.get(m, 0) + 1
         gone = [m for m, k in self.counts.items() if k >= self.limit and m in cl._handles]
         for m in gone:
             log.warning("machine %s was caught returning wrong results in %d steps; removing it",
                         m, self.counts[m])
             cl.remove_machine(m)
-            del self.counts[m]
+            self.counts.pop(m, None)
         return tuple(gone)
+
+    def forget(self, machine) -> None:
+        """A machine that ended: no longer told to lie, nor counted (a later machine of the
+        same id starts afresh)."""
+        self._armed.discard(machine)
+        self.counts.pop(machine, None)
 
     # -- USCTEC family --------------------------------------------------------------------------
     def _lagrange(self, cl, X, Y, col, out, state):
