@@ -428,6 +428,13 @@ class ElasticCluster:
     def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather
         t_end = time.perf_counter()
+        gone = set(g.failed) | set(g.preempted) | set(self._crash_idle)
+        # a scripted crash whose call was cancelled (or that had no call) happens all the same
+        unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
+        for m in unseen:
+            kill(self._handles[m])
+        if gone:  # the controller drops them now (a unified Map's failures are seen only here),
+            self._ctrl("mark_dead", sorted(gone, key=str))  # before the step is recorded
         stragglers = g.stragglers()
         scale = self.time_scale if self.time_scale > 0 else 1.0
         # speeds are learnt where a call's time follows its products (the USCTEC family); the
@@ -459,13 +466,6 @@ class ElasticCluster:
                                       len(stragglers))
         self.reports.append(report)
         self._step += 1
-        gone = set(g.failed) | set(g.preempted) | set(self._crash_idle)
-        # a scripted crash whose call was cancelled (or that had no call) happens all the same
-        unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
-        for m in unseen:
-            kill(self._handles[m])
-        if gone:  # the controller drops them now (a unified Map's failures are seen only here)
-            self._ctrl("mark_dead", sorted(gone, key=str))
         self._present = [m for m in prep.speeds if m not in gone]
         mem.forget(self, gone)  # out of every driver-side table, now
         if gone:
