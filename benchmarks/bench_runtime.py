@@ -97,7 +97,7 @@ def scenario_stragglers(n, steps, ts, rng, real=False):
     policies = ["usctec", "uncoded", "speculative", "cyclic"]
     out = {p: [] for p in policies}
     with ElasticCluster(A, L=L, S=S, machines=ms, time_scale=0.0 if real else ts,
-                        learn_speeds=False, placement="design") as c:
+                        learn_speeds=False, placement="design", keep_plans=True) as c:
         B = rng.standard_normal((A.shape[1], 8))
         for p in policies:  # warm-up: actor start, first plans
             c.multiply(B, policy=p, events=trace[0])
@@ -108,7 +108,7 @@ def scenario_stragglers(n, steps, ts, rng, real=False):
                 out[p].append(c.reports[-1])
             print(f"\r  stragglers: step {k + 1}/{steps}", end="", flush=True)
         placement = c.placement()
-        floor = _ray_floor(c, out["usctec"][-1].plan, B)
+        floor = _ray_floor(c, out["usctec"][-1].full_plan, B)
     print()
     res = {p: _stats(r) for p, r in out.items()}
     u = res["usctec"]
@@ -119,7 +119,7 @@ def scenario_stragglers(n, steps, ts, rng, real=False):
     from elastic_coded.sim import Speculation, step_time
 
     for p, reports in out.items():
-        sim = [step_time(r.plan, placement, {m: 1.0 for m in r.plan.available},
+        sim = [step_time(r.full_plan, placement, {m: 1.0 for m in r.plan.available},
                          slowdowns={m: float(ev.slow.get(m, 1.0)) for m in r.plan.available},
                          time_scale=0.0 + (1.0 if real else ts),
                          speculation=Speculation(1.5) if p == "speculative" else None).time

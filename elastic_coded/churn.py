@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 __all__ = ["Join", "StepEvents", "ChurnScript", "RandomChurn", "load_churn", "parse_churn",
-           "CAUGHT_LIMIT"]
+           "parse_events", "machines_named", "CAUGHT_LIMIT"]
 
 CAUGHT_LIMIT = 2
 """A machine caught returning wrong results in this many steps is excluded (the runtime removes
@@ -220,37 +220,8 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
         extra = set(ev) - known
         if extra:
             raise ValueError(f"{where}: unknown keys {sorted(extra)}")
-        slot = by_step.setdefault(step, {"leave": [], "crash": [], "join": [], "slow": {},
-                                         "corrupt": []})
-        kind = kinds[0]
-        if kind == "corrupt":
-            slot["corrupt"].extend(_corrupt_event(ev, where))
-        elif kind in ("leave", "crash"):
-            vals = ev[kind] if isinstance(ev[kind], list) else [ev[kind]]
-            slot[kind].extend(_machine(v, f"{where}.{kind}") for v in vals)
-        elif kind == "join":
-            j = ev["join"]
-            if isinstance(j, (str, int)):
-                j = {"id": j}
-            if not isinstance(j, Mapping) or "id" not in j:
-                raise ValueError(f"{where}.join: {{id, speed, storage}}, got {j!r}")
-            speed = float(j.get("speed", 1.0))
-            storage = float(j.get("storage", 1.0))
-            if not (speed > 0 and math.isfinite(speed)):
-                raise ValueError(f"{where}.join.speed: positive and finite, got {j.get('speed')!r}")
-            if not 0 < storage <= 1:
-                raise ValueError(f"{where}.join.storage: in (0, 1], got {j.get('storage')!r}")
-            slot["join"].append(Join(_machine(j["id"], f"{where}.join.id"), speed, storage))
-        else:
-            factor = ev.get("factor", 5.0)
-            steps = ev.get("steps", 1)
-            if not (isinstance(factor, (int, float)) and factor >= 1):
-                raise ValueError(f"{where}.factor: a number >= 1, got {factor!r}")
-            if not (isinstance(steps, int) and steps >= 1):
-                raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
-            vals = ev["slow"] if isinstance(ev["slow"], list) else [ev["slow"]]
-            for v in vals:
-                slot["slow"][_machine(v, f"{where}.slow")] = (float(factor), steps)
+        slot = by_step.setdefault(step, _new_slot())
+        _add_event(slot, ev, kinds[0], where)
     events = {s: StepEvents(tuple(v["leave"]), tuple(v["crash"]), tuple(v["join"]), v["slow"],
                             tuple(v["corrupt"]))
               for s, v in by_step.items()}
@@ -264,6 +235,90 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
             raise ValueError(f"churn.random: unknown keys {sorted(bad)}; known: {sorted(known)}")
         rnd = RandomChurn(**rnd)
     return ChurnScript(events, rnd, seed)
+
+
+def _new_slot() -> dict:
+    return {"leave": [], "crash": [], "join": [], "slow": {}, "corrupt": []}
+
+
+def _add_event(slot: dict, ev: Mapping, kind: str, where: str) -> None:
+    """Parse the ``kind`` part of event ``ev`` into ``slot`` (``slow``: machine -> (factor,
+    steps); ``corrupt``: (machine, steps))."""
+    if kind == "corrupt":
+        slot["corrupt"].extend(_corrupt_event(ev, where))
+    elif kind in ("leave", "crash"):
+        vals = ev[kind] if isinstance(ev[kind], list) else [ev[kind]]
+        slot[kind].extend(_machine(v, f"{where}.{kind}") for v in vals)
+    elif kind == "join":
+        j = ev["join"]
+        if isinstance(j, (str, int)):
+            j = {"id": j}
+        if not isinstance(j, Mapping) or "id" not in j:
+            raise ValueError(f"{where}.join: {{id, speed, storage}}, got {j!r}")
+        speed = float(j.get("speed", 1.0))
+        storage = float(j.get("storage", 1.0))
+        if not (speed > 0 and math.isfinite(speed)):
+            raise ValueError(f"{where}.join.speed: positive and finite, got {j.get('speed')!r}")
+        if not 0 < storage <= 1:
+            raise ValueError(f"{where}.join.storage: in (0, 1], got {j.get('storage')!r}")
+        slot["join"].append(Join(_machine(j["id"], f"{where}.join.id"), speed, storage))
+    else:
+        factor = ev.get("factor", 5.0)
+        steps = ev.get("steps", 1)
+        if not (isinstance(factor, (int, float)) and factor >= 1):
+            raise ValueError(f"{where}.factor: a number >= 1, got {factor!r}")
+        if not (isinstance(steps, int) and steps >= 1):
+            raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
+        vals = ev["slow"] if isinstance(ev["slow"], list) else [ev["slow"]]
+        for v in vals:
+            slot["slow"][_machine(v, f"{where}.slow")] = (float(factor), steps)
+
+
+KINDS = ("leave", "crash", "join", "slow", "corrupt")
+
+
+def parse_events(doc, where: str = "events") -> StepEvents:
+    """One step's events (``ElasticCluster.multiply(B, events=...)``) in the churn script's
+    form, without ``step``: a mapping of any of ``leave``, ``crash``, ``join``, ``slow`` (with
+    ``factor``) and ``corrupt``, each a machine id or a list (``join``: ``{id, speed,
+    storage}`` or a list of them; ``slow`` also a mapping ``{machine: factor}``), such as
+    ``{crash: m4, slow: [m1, m2], factor: 6}``; or a list of such mappings.  A
+    :class:`StepEvents` is returned as it is."""
+    if isinstance(doc, StepEvents):
+        return doc
+    docs = doc if isinstance(doc, list) else [doc]
+    slot = _new_slot()
+    for i, d in enumerate(docs):
+        at = where if len(docs) == 1 and not isinstance(doc, list) else f"{where}[{i}]"
+        if not isinstance(d, Mapping):
+            raise TypeError(f"{at}: a StepEvents or a mapping such as {{crash: m4, slow: m1, "
+                            f"factor: 6}}, got {type(d).__name__} {d!r}")
+        extra = set(d) - set(KINDS) - {"factor"}
+        if extra:
+            raise ValueError(f"{at}: unknown keys {sorted(map(str, extra))}; known: "
+                             f"{', '.join(KINDS)}, factor")
+        if "factor" in d and "slow" not in d:
+            raise ValueError(f"{at}.factor: goes with 'slow', which is not given")
+        for kind in (k for k in KINDS if k in d):
+            vals = d[kind] if kind == "join" and isinstance(d[kind], list) else [d[kind]]
+            if kind == "slow" and isinstance(d[kind], Mapping):
+                vals = [{"slow": m, "factor": f} for m, f in d[kind].items()]
+            else:
+                vals = [{kind: v, **({"factor": d["factor"]} if kind == "slow" and "factor" in d
+                                     else {})}
+                        for v in vals]
+            for v in vals:
+                _add_event(slot, v, kind, at)
+    return StepEvents(tuple(slot["leave"]), tuple(slot["crash"]), tuple(slot["join"]),
+                      {m: f for m, (f, _) in slot["slow"].items()},
+                      tuple(sorted({m for m, _ in slot["corrupt"]})))
+
+
+def machines_named(ev: StepEvents) -> list:
+    """``[(kind, machine)]``: every machine an event names (joins by their ids)."""
+    return ([("leave", m) for m in ev.leave] + [("crash", m) for m in ev.crash]
+            + [("join", j.id) for j in ev.join] + [("slow", m) for m in ev.slow]
+            + [("corrupt", m) for m in ev.corrupt])
 
 
 def _corrupt_event(ev: Mapping, where: str) -> list:

@@ -54,7 +54,7 @@ def _measure(As, P, method: str, steps: int, args, rng) -> dict:
         if worst > 1e-9:
             raise SystemExit(f"{method}: wrong result (relative error {worst:.2e})")
         reps = c.reports
-        st = reps[-1].plan.storage
+        st = c.placement()  # the storage in force: the last step's
         t = max(reps[-1].extra["t_star"])
         done = [r.t_compute / args.time_scale for r in reps]
         model = [r.c_plan for r in reps]

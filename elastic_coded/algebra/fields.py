@@ -233,8 +233,10 @@ class PrimeField(Field):
         return matmul_mod(a, b, self.p)
 
     def solve(self, a, b):
-        gf = _galois_field(self.p)
-        return np.asarray(np.linalg.solve(gf(a), gf(b)), dtype=np.int64)
+        """``x`` with ``a x = b`` (``a`` square and invertible) by Gauss-Jordan elimination
+        in int64, exact (residues below ``2^31``, so products below ``2^62``); it does not load
+        ``galois``, whose compiler costs a process about 160 MB on first use."""
+        return _solve_mod(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64), self.p)
 
 
 @dataclass(frozen=True, repr=False)
@@ -297,6 +299,29 @@ class BinaryExtField(Field):
 
     def solve(self, a, b):
         return np.asarray(np.linalg.solve(self._wrap(a), self._wrap(b)), dtype=np.int64)
+
+
+def _solve_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """Solve ``a x = b`` over GF(p), ``p < 2^31`` (:meth:`PrimeField.solve`); a singular ``a``
+    raises ``numpy.linalg.LinAlgError``, as ``numpy.linalg.solve`` does."""
+    n = a.shape[0] if a.ndim == 2 else -1
+    if n < 0 or a.shape[1] != n or b.shape[0] != n or b.ndim not in (1, 2):
+        raise ValueError(f"solve: needs a square a and b with as many rows, got shapes "
+                         f"{a.shape} and {b.shape}")
+    M = np.concatenate([a % p, (b[:, None] if b.ndim == 1 else b) % p], axis=1)
+    for c in range(n):
+        nz = np.flatnonzero(M[c:, c])
+        if not nz.size:
+            raise np.linalg.LinAlgError("Singular matrix")
+        if nz[0]:
+            M[[c, c + nz[0]]] = M[[c + nz[0], c]]
+        M[c, c:] = M[c, c:] * pow(int(M[c, c]), -1, p) % p
+        f = M[:, c:c + 1].copy()
+        f[c] = 0
+        # columns before c hold unit vectors: only c onwards change
+        M[:, c:] = (M[:, c:] - f * M[c, c:] % p) % p
+    x = M[:, n:]
+    return x[:, 0] if b.ndim == 1 else x
 
 
 def _finite_field_array(F, x, name: str) -> np.ndarray:

@@ -55,9 +55,10 @@ their norm; two consistent sets of the same size are reported as unlocatable.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -67,6 +68,7 @@ from ._basis import basis_matrix as _basis_matrix
 from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
 from .lagrange import LagrangeCode
 from .mds import MDSCode
+from . import scaling
 
 __all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
            "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
@@ -110,6 +112,9 @@ class Sketch:
     sums: np.ndarray
     row_sq: np.ndarray
     A: np.ndarray
+    exponent: int = 0
+    """Reals: the sketch is of ``A 2^-exponent`` (``0`` unless ``A``'s entries lie outside
+    ``2^+-SAFE``, :mod:`~elastic_coded.algebra.scaling`; then ``A`` is a scaled copy)."""
 
     @property
     def t(self) -> int:
@@ -133,6 +138,8 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     A = F.asarray(A, "A")
     if A.ndim != 2 or 0 in A.shape:
         raise ValueError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
+    e = 0 if F.exact or abs(scaling.exponent(A)) <= scaling.SAFE else scaling.exponent(A)
+    A = scaling.scaled(A, e)  # far from 1: its squared norms would leave float64's range
     m, n = A.shape
     t = default_repeats(F) if t is None else _positive_int("t", t)
     block = math.isqrt(m - 1) + 1 if block is None else _positive_int("block", block)
@@ -151,7 +158,7 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
         sums = np.stack(parts)
         UA = F.matmul(U, A)
         row_sq = np.asarray([float(np.sum(A[a:b] ** 2)) for a, b in zip(edges[:-1], edges[1:])])
-    return Sketch(F, U, UA, block, sums, row_sq, A)
+    return Sketch(F, U, UA, block, sums, row_sq, A, e)
 
 
 def _rows(sketch: Sketch, rows) -> tuple[int, int]:
@@ -213,7 +220,12 @@ class CheckResult:
         Gaussian ``U`` of ``t`` rows, ``E ||U E||_F^2 = t ||E||_F^2``; the check's own rounding
         is in the residual too, so this errs high when the error is below it).  ``0`` over a
         finite field."""
-        return 0.0 if self.tolerance == 0.0 else self.residual / math.sqrt(max(1, self.rows))
+        return 0.0 if self.tolerance == 0.0 else scaling.ldexp(
+            self.residual / math.sqrt(max(1, self.rows)), self.exponent)
+    exponent: int = 0
+    """Reals: ``residual``, ``tolerance``, ``scale`` and ``rounding`` are those of ``Y``
+    scaled by ``2^-exponent`` (:func:`_in_range`); :meth:`accepted_error` is in ``Y``'s
+    units."""
 
     def accepted_error(self) -> float:
         """Reals: a bound on ``||Y - A[a:b] B||_F`` for a ``Y`` this check looked at, whoever
@@ -221,12 +233,32 @@ class CheckResult:
         rounding`` and ``||U_s E||_F >= ||E||_F / LIE_FACTOR`` except with probability
         ``P[chi^2_t < 1/LIE_FACTOR^2]`` (about ``1e-13`` at ``t = 8``; module docstring), for an
         ``E`` chosen without knowing ``U``.  ``0`` over a finite field (the check is exact)."""
-        return 0.0 if self.tolerance == 0.0 else LIE_FACTOR * (self.residual + self.rounding)
+        return 0.0 if self.tolerance == 0.0 else scaling.ldexp(
+            LIE_FACTOR * (self.residual + self.rounding), self.exponent)
 
     def __bool__(self) -> bool:
         return self.ok
 
 
+def _in_range(check_fn):
+    """Reals: run a check on ``B`` and ``Y`` scaled by powers of two (exact) so that its
+    norms, squares and products stay in float64's range whatever the size of ``A``, ``B`` and
+    ``Y``; values within ``2^+-SAFE`` of 1 (and a sketch of ``A`` itself) are checked as they
+    are.  The result says the scale (:attr:`CheckResult.exponent`)."""
+    @functools.wraps(check_fn)
+    def run(sketch: Sketch, B, Y, rows=None, **kw) -> CheckResult:
+        if sketch.field.exact or not isinstance(B, np.ndarray) or not isinstance(Y, np.ndarray):
+            return check_fn(sketch, B, Y, rows, **kw)
+        eB, eY = scaling.exponent(B), scaling.exponent(Y)
+        if sketch.exponent == 0 and max(abs(eB), abs(eY)) <= scaling.SAFE:
+            return check_fn(sketch, B, Y, rows, **kw)
+        k = sketch.exponent + eB  # Y = A B  <=>  Y 2^-k = (A 2^-exponent) (B 2^-eB)
+        res = check_fn(sketch, scaling.scaled(B, eB), scaling.scaled(Y, k), rows, **kw)
+        return replace(res, exponent=k)
+    return run
+
+
+@_in_range
 def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition: float = 1.0,
           extra_terms: int = 0) -> CheckResult:
     """Is ``Y == A[a:b] @ B`` (``rows = (a, b)``; ``None``: all rows)?  Reals: within the module

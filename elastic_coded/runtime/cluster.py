@@ -26,15 +26,16 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ..algebra.fields import field as make_field
 from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
-from ..churn import CAUGHT_LIMIT, ChurnScript, StepEvents, load_churn, parse_churn
+from ..algebra.scaling import max_exponent
+from ..churn import CAUGHT_LIMIT, ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..schemes.plan import ShortOfMachines
-from ..schemes.wire import Member
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
+from . import events as churn_events, inputs, membership as mem
 from .controller import Controller, StepRequest
 from .hosting import kill, per_process
-from .report import ReportLog, StepReport
+from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
 from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
 from ..algebra.verify import DEFAULT_TOLERANCE
@@ -88,6 +89,11 @@ def _chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
     return ("chunks", starts, [ray.put(A[s:s + step]) for s in starts])
 
 
+def _matrix(data):
+    """``A`` itself, or memory-mapped from the ``.npy`` file it came in."""
+    return np.load(data[1], mmap_mode="r") if isinstance(data, tuple) else data
+
+
 def _no_carry() -> dict:
     """Membership changes not yet reported (a failed step's are carried to the next report)."""
     return {"joined": (), "left": (), "rows_moved": 0, "draining": (), "preempted": ()}
@@ -127,6 +133,8 @@ class ElasticCluster:
     wrong results in that many steps (``None``: never).  ``machines_per_process``: how many
     machines share one worker process on a node (:mod:`.hosting`; ``None``: 4 when speeds are
     emulated, ``time_scale > 0``, else 1); sharing saves memory, a process each isolates.
+    ``keep_plans``: keep each step's whole plan in its report (``report.full_plan``, for
+    debugging; a report otherwise holds a summary, ``report.plan``, a few kilobytes).
     """
 
     def __init__(self, A, policy: str = "usctec-auto", *, L: int | None = None, S: int | None = None,
@@ -139,7 +147,7 @@ class ElasticCluster:
                  deadline: float | None = 3.0, report_window: int | None = 1000,
                  report_file: str | None = None, verify: bool = True, strict: bool = False,
                  tolerance: float | None = DEFAULT_TOLERANCE, exclude_after: int | None = CAUGHT_LIMIT,
-                 machines_per_process: int | None = None, **options):
+                 machines_per_process: int | None = None, keep_plans: bool = False, **options):
         self.family = family_of(policy)
         self.options = parse_options(policy, options)
         if placement not in ("design", "cyclic"):
@@ -165,6 +173,9 @@ class ElasticCluster:
             raise ValueError(f"deadline: {deadline!r} must be a number >= 1 (a multiple of the "
                              f"median completed call's time) or None")
         self.deadline = deadline
+        if not isinstance(keep_plans, bool):
+            raise ValueError(f"keep_plans: True or False, got {keep_plans!r}")
+        self.keep_plans = keep_plans
         hosted = per_process(machines_per_process, float(time_scale))
         self.F = make_field(field)
         self.policy, self.L, self.S = policy, L, S
@@ -180,6 +191,9 @@ class ElasticCluster:
         self._carry = _no_carry()
         self._present: list | None = None
         self._applied: tuple | None = None  # (step, events) of the churn applied last
+        self._drawn: tuple | None = None    # (step, events) drawn from the churn script
+        self._ever: set = set()  # every machine id the cluster has had (churn events name them)
+        self._uid, self._adds = mem.new_uid(), 0  # names of the processes adds open
         self._closed = False
         self._shuffles: dict = {}
         self._designs: dict = {}
@@ -194,6 +208,8 @@ class ElasticCluster:
         else:
             specs = machine_specs(machines, storage)
         data = self._load(A)
+        self._a_exp = 0 if self.F.exact else max(
+            max_exponent(a) for a in (data if self.family == "hetero" else [_matrix(data)]))
         self._verifier = Verifier(self.F, self.family, data, verify=verify, strict=strict,
                                   tolerance=tolerance, exclude_after=exclude_after)
         self._precheck(specs, data)
@@ -207,8 +223,9 @@ class ElasticCluster:
                 default_storage=storage, health_interval=health_interval,
                 options=self.options, masters=masters, machines_per_process=hosted)
             self.controller = self._new_controller()
-            self._specs = {s.id: s for s in specs}
-            self._handles.update(ray.get(self.controller.start.remote(specs)))
+            self._handles, self._specs, self._storage = ray.get(
+                self.controller.start.remote(specs))
+            self._ever.update(self._handles)
         except BaseException:
             self.shutdown()
             raise
@@ -246,7 +263,14 @@ class ElasticCluster:
         enough points, a plan for the machines given."""
         n = len(specs)
         if self.family == "usctec":
-            lagrange_code(self.F, self.L, self.S)  # the field has the K + L points it needs
+            try:  # the field has the K + L points it needs
+                lagrange_code(self.F, self.L, self.S)
+            except ValueError as exc:
+                raise ValueError(
+                    f"L, S: L={self.L}, S={self.S} need L+S+L = {2 * self.L + self.S} distinct "
+                    f"points of the field (L+S coded positions, L to interpolate at), and "
+                    f"{self.F.name} has only {getattr(self.F, 'order', '?')} elements; use a "
+                    f"larger field, or smaller L and S ({exc})") from None
             need = self.L if self.allow_lower_S else self.L + self.S
             if specs and n < need:
                 raise ValueError(
@@ -282,58 +306,28 @@ class ElasticCluster:
         return Controller.options(scheduling_strategy=here).remote(**self._ctrl_kwargs)
 
     def _ctrl(self, method: str, *args):
-        """Call the controller; if it died, replace it (:meth:`_revive`) and call again.  A
-        user error it raises comes back as itself, without Ray's traceback around it."""
-        try:
-            return ray.get(getattr(self.controller, method).remote(*args))
-        except ray.exceptions.RayTaskError as exc:
-            if isinstance(exc.cause, (ValueError, TypeError)):
-                raise exc.cause from None
-            raise
-        except ray.exceptions.RayActorError as exc:
-            if not self._controller_dead(exc):
-                raise
-            self._revive()
-            return ray.get(getattr(self.controller, method).remote(*args))
-
-    def _controller_dead(self, exc) -> bool:
-        actor_id = getattr(exc, "actor_id", None)
-        return actor_id is None or actor_id == self.controller._actor_id.hex()
+        """Call the controller; if it died, replace it and call again (:func:`.membership.call`).
+        A user error it raises comes back as itself, without Ray's traceback around it."""
+        return mem.call(self, method, *args)
 
     def _revive(self) -> None:
-        """A new controller rebuilt from the driver's state: the machines it knows (specs,
-        actor handles; the workers outlive the controller), their speeds, and the storage of the
-        last step.  The new controller pings the workers and repairs what the state misses."""
-        log.warning("the controller died; replacing it from the driver's state")
-        self.revivals += 1
-        self.controller = self._new_controller()
-        members = tuple(Member(self._specs[m], h, self._speeds.get(m, self._specs[m].speed))
-                        for m, h in self._handles.items() if m in self._specs)
-        ray.get(self.controller.adopt.remote(members, self._storage))
-        self._prefetch.clear()
-        self._present = None
-        self._epoch += 1
+        """Replace a controller that died (:func:`.membership.revive`)."""
+        mem.revive(self)
 
     # -- membership ------------------------------------------------------------------------------
     def add_machines(self, machines: Iterable) -> int:
         """Start machines (dicts ``{id, speed, storage}`` or :class:`MachineSpec`) and give them
-        storage; they are planned in from the next step.  Atomic: on an error none is added.
-        Returns rows copied."""
-        specs = machine_specs(list(machines), 1.0)
-        joined = self._ctrl("add_machines", specs)
-        self._handles.update(joined.handles)
-        self._specs.update({s.id: s for s in specs})
-        self._present = None
-        self._epoch += 1
-        return joined.rows_moved
+        storage; they are planned in from the next step.  Atomic: on an error none is added;
+        if the controller dies meanwhile, they are added once (:mod:`.membership`).  Returns
+        rows copied."""
+        moved = mem.add(self, machines)
+        self._ever.update(self._handles)
+        return moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
-        """Take a machine away: gracefully, or as a crash (killed; detected at the next step)."""
-        self._ctrl("remove_machine", machine, crash)
-        self._handles.pop(machine, None)
-        self._specs.pop(machine, None)
-        self._present = None
-        self._epoch += 1
+        """Take a machine away: gracefully, or as a crash (killed without notice).  Either
+        way it is gone from :meth:`machines` at once, and its id can be added again."""
+        mem.remove(self, machine, crash)
 
     def _snapshot(self):
         return self._ctrl("snapshot")
@@ -354,83 +348,38 @@ class ElasticCluster:
         return self.reports.summary()
 
     # -- a step ----------------------------------------------------------------------------------
-    def _inputs(self, B):
-        """The step's inputs, checked; returns them and how to shape the result."""
-        if self.family == "hetero":
-            M = len(self.masters)
-            if isinstance(B, np.ndarray) and M != 1:
-                raise ValueError(f"B: policy 'hetero' needs a list of M = {M} inputs")
-            xs = list(B) if not isinstance(B, np.ndarray) else [B]
-            if len(xs) != M:
-                raise ValueError(f"B: needs one input per master, M = {M}, got {len(xs)}")
-            out, vec = [], []
-            for m, x in enumerate(xs):
-                arr = self.F.asarray(x, f"B[{m}]")
-                vec.append(arr.ndim == 1)
-                arr = arr[:, None] if arr.ndim == 1 else arr
-                if arr.ndim != 2 or arr.shape[0] != self.masters[m][1] or arr.shape[1] < 1:
-                    raise ValueError(f"B[{m}]: shape {np.shape(x)} does not fit A[{m}] "
-                                     f"{self.masters[m]}")
-                out.append(arr)
-            return out, lambda Y: [y[:, 0] if v else y for y, v in zip(Y, vec)], \
-                sum(x.shape[1] for x in out)
-        B = self.F.asarray(B, "B")
-        vec = B.ndim == 1
-        B = B[:, None] if vec else B
-        if B.ndim != 2 or B.shape[0] != self.shape[1] or B.shape[1] < 1:
-            raise ValueError(f"B: shape {B.shape} does not fit A {self.shape} "
-                             f"(B.shape[0] must equal {self.shape[1]}, with >= 1 column)")
-        return B, (lambda Y: Y[:, 0]) if vec else (lambda Y: Y), B.shape[1]
-
-    def multiply(self, B, policy: str | None = None, events: StepEvents | None = None):
+    def multiply(self, B, policy: str | None = None, events=None):
         """``A @ B`` (``hetero``: ``[A_m @ B_m]``) for this step's machines.
 
         ``policy`` overrides the cluster's policy for this step (any policy of the same storage
-        family); ``events`` replaces the churn script's events for this step."""
+        family); ``events`` replaces the churn script's events for this step: a
+        :class:`~elastic_coded.churn.StepEvents` or a mapping in the churn script's form,
+        such as ``{"crash": "m4", "slow": ["m1"], "factor": 6}``
+        (:func:`~elastic_coded.churn.parse_events`)."""
         policy = policy or self.policy
         if family_of(policy) != self.family:
             raise ValueError(f"policy: {policy!r} needs {family_of(policy)} storage; this "
                              f"cluster stores for {self.family}")
         if self._closed:
             raise RuntimeError("cluster: already shut down")
-        X, shape, n_cols = self._inputs(B)
-        ev = self._apply_churn(events)
-        self._verifier.arm(self, ev)
+        X, shape, n_cols = inputs.step_inputs(self, B)
+        X, k = inputs.scale(self, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
+        ev = churn_events.apply(self, events)
+        dead = self._verifier.arm(self, ev)
+        if dead:  # e.g. a liar that crashed in its lying step
+            mem.forget(self, dead)
+            self._ctrl("mark_dead", dead)
         t0 = time.perf_counter()
         prep, S_override = self._prepare(policy, n_cols)
         Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
             _RUN[self.family](self, X, ev, prep)
-        if not self.F.exact:
-            for y in (Y if isinstance(Y, list) else [Y]):
-                if not np.all(np.isfinite(y)):
-                    raise ValueError("A @ B: the product overflows float64 (inf or nan in the "
-                                     "result); scale A or B down")
-        Y = self._verifier.verify(self, X, Y, out, prep)
+        inputs.check_finite(self, Y)
+        Y = inputs.unscale(self._verifier.verify(self, X, Y, out, prep), k)
+        inputs.check_finite(self, Y)
+        self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
         self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
         self._verifier.exclude(self)
         return shape(Y)
-
-    def _apply_churn(self, ev: StepEvents | None = None) -> StepEvents:
-        """Apply this step's churn events once: a step that failed and is called again runs
-        with the same events, and never applies their departures and joins twice."""
-        if self._applied is not None and self._applied[0] == self._step:
-            ev = self._applied[1] if ev is None else ev
-        else:
-            if self._present is None:
-                self._present = self.machines()
-            present = self._present
-            if ev is None:
-                ev = self._churn.events(self._step, present, self.L + self.S)
-            for m in ev.leave:
-                if m in present:
-                    self.remove_machine(m)
-            if ev.join:
-                self.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
-            self._applied = (self._step, ev)
-        present = self._present if self._present is not None else self.machines()
-        # a crash scheduled for a machine that gets no work this step happens all the same
-        self._crash_idle = [m for m in ev.crash if m in present]
-        return ev
 
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower
@@ -457,7 +406,8 @@ class ElasticCluster:
                 req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles))
                 prep = self._ctrl("prepare_step", req)
         self._handles.update(prep.handles)
-        self._handles = {m: self._handles[m] for m in prep.speeds}
+        mem.forget(self, [m for m in self._handles if m not in prep.speeds])
+        self._ever.update(prep.speeds)
         self._present = list(prep.speeds)
         self._specs, self._speeds, self._storage = dict(prep.specs), prep.speeds, prep.storage
         return prep, S_override
@@ -482,6 +432,13 @@ class ElasticCluster:
     def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather
         t_end = time.perf_counter()
+        gone = set(g.failed) | set(g.preempted) | set(self._crash_idle)
+        # a scripted crash whose call was cancelled (or that had no call) happens all the same
+        unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
+        for m in unseen:
+            kill(self._handles[m])
+        if gone:  # the controller drops them now (a unified Map's failures are seen only here),
+            self._ctrl("mark_dead", sorted(gone, key=str))  # before the step is recorded
         stragglers = g.stragglers()
         scale = self.time_scale if self.time_scale > 0 else 1.0
         # speeds are learnt where a call's time follows its products (the USCTEC family); the
@@ -493,7 +450,8 @@ class ElasticCluster:
         wasted = g.wasted + g.leftover_products()
         plan = prep.plan
         report = StepReport(
-            step=self._step, policy=policy, plan=plan, available=tuple(prep.speeds),
+            step=self._step, policy=policy, plan=summarize_plan(plan),
+            full_plan=plan if self.keep_plans else None, available=tuple(prep.speeds),
             joined=c["joined"] + prep.joined, left=c["left"] + prep.left,
             failed=tuple(dict.fromkeys(g.failed)), stragglers=stragglers,
             decoded_by=out.decoded_by, recovered_pieces=out.recovered,
@@ -512,14 +470,8 @@ class ElasticCluster:
                                       len(stragglers))
         self.reports.append(report)
         self._step += 1
-        gone = set(g.failed) | set(g.preempted) | set(self._crash_idle)
-        # a scripted crash whose call was cancelled (or that had no call) happens all the same
-        unseen = [m for m in self._crash_idle if m not in g.failed and m in self._handles]
-        for m in unseen:
-            kill(self._handles[m])
-        if unseen:
-            self._ctrl("mark_dead", unseen)
         self._present = [m for m in prep.speeds if m not in gone]
+        mem.forget(self, gone)  # out of every driver-side table, now
         if gone:
             self._epoch += 1
         if S_override is None and self.family == "usctec":
@@ -532,6 +484,8 @@ class ElasticCluster:
     def _shuffle_plan(self, st, Q: tuple, N: int):
         key = (st.version, Q, N)
         if key not in self._shuffles:
+            if any(k[0] != st.version for k in self._shuffles):  # an older design's: dropped
+                self._shuffles = {k: v for k, v in self._shuffles.items() if k[0] == st.version}
             self._shuffles[key] = shuffle_for(st, Q, N)
         return self._shuffles[key]
 

@@ -25,9 +25,9 @@ from ..schemes.policies.rules import assign_recovery
 from ..schemes.wire import Joined, Reassignment, Rescued, Snapshot
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .drain import Drains, draining_nodes, node_states
-from .health import ping, step_metrics
+from .health import auto_count, auto_specs, ping, step_metrics
 from .keepers import make_keeper
-from .hosting import HostPool, kill
+from .hosting import HostPool, kill, orphans, reclaim
 
 __all__ = ["Controller", "MachineSpec", "StepRequest", "PreparedStep"]
 
@@ -153,10 +153,11 @@ class Controller:
         self.sources.pop(name, None)
 
     # -- helpers -------------------------------------------------------------------------------
-    async def _spawn(self, specs: list[MachineSpec]) -> None:
-        """Start machines ``specs`` in worker processes (:mod:`.hosting`) and make them members."""
-        placed = [self.hosts.place(s.id, s.node, self.field_spec, s.speed, self.time_scale)
-                  for s in specs]
+    async def _spawn(self, specs: list[MachineSpec], prefix: str | None = None) -> None:
+        """Start machines ``specs`` in worker processes (:mod:`.hosting`; a new process named
+        under ``prefix``) and make them members."""
+        placed = [self.hosts.place(s.id, s.node, self.field_spec, s.speed, self.time_scale,
+                                   prefix=prefix) for s in specs]
         for s, (h, _) in zip(specs, placed):
             self.members[s.id] = _Member(s, h, new_estimate(s.speed), s.node)
         await asyncio.gather(*[ref for _, ref in placed])
@@ -199,8 +200,9 @@ class Controller:
         await asyncio.gather(*calls, return_exceptions=True)
 
     # -- membership ----------------------------------------------------------------------------
-    async def start(self, specs: list[MachineSpec]) -> dict:
-        """Start the first machines and store their rows."""
+    async def start(self, specs: list[MachineSpec]) -> tuple:
+        """Start the first machines and store their rows.  Returns ``(handles, specs,
+        storage)``: the driver's copy, from which a new controller is rebuilt."""
         specs = list(specs)
         if self.auto is not None:
             specs += self._auto_specs(set(draining_nodes()))
@@ -212,7 +214,8 @@ class Controller:
         await self.ping_all()
         self._apply_deaths()
         self._start_health()
-        return {m: v.handle for m, v in self.members.items()}
+        return ({m: v.handle for m, v in self.members.items()},
+                {m: v.spec for m, v in self.members.items()}, self.keeper.snapshot())
 
     def _start_health(self) -> None:
         if self.health_interval > 0:
@@ -221,10 +224,14 @@ class Controller:
     async def adopt(self, members: tuple, storage) -> None:
         """Take over from a controller that died: ``members`` (:class:`~elastic_coded.schemes.wire.Member`)
         are the workers still running, ``storage`` the family's storage at the last step (the
-        next step's repair restores what it misses)."""
+        next step's repair restores what it misses).  Machines the dead controller left alive
+        that the driver does not know (started in the middle of a call) are ended."""
         for w in members:
             self.members[w.spec.id] = _Member(w.spec, w.handle, new_estimate(w.speed), w.spec.node)
             self.hosts.adopt(w.spec.id, w.handle, w.spec.node)
+        for proc, m in await orphans(self.hosts.processes(), self.members):
+            proc.crash.remote(m)
+        self._auto_count = auto_count(self.members)
         if storage is not None:
             self.keeper.restore(storage)
             for m in set(self.keeper.members()) - set(self.members):
@@ -234,34 +241,22 @@ class Controller:
         self._start_health()
 
     def _auto_specs(self, draining: set) -> list[MachineSpec]:
-        """One worker per ``cpus_per_worker`` CPUs (default 1) of every alive Ray node not
-        ``draining``, for the CPUs not yet covered."""
-        have: dict = {}
-        for m in self.members.values():
-            if m.node is not None:
-                have[m.node] = have.get(m.node, 0) + 1
-        speed = (float(np.mean([m.speed_est for m in self.members.values()]))
-                 if self.members else 1.0)
-        out = []
-        per = self.auto.get("cpus_per_worker") or 1.0
-        for node in ray.nodes():
-            if not node.get("Alive") or node["NodeID"] in draining:
-                continue
-            nid = node["NodeID"]
-            cpus = node.get("Resources", {}).get("CPU", 1)
-            want = max(1, int(cpus // per))
-            for _ in range(want - have.get(nid, 0)):
-                self._auto_count += 1
-                out.append(MachineSpec(f"node{self._auto_count}", speed, self.default_storage, nid))
+        out = auto_specs(self.members, self.auto.get("cpus_per_worker") or 1.0,
+                         self.default_storage, self._auto_count, draining)
+        self._auto_count += len(out)
         return out
 
     @_locked
-    async def add_machines(self, specs: list[MachineSpec]) -> Joined:
+    async def add_machines(self, specs: list[MachineSpec], token: str | None = None,
+                           retried: tuple = ()) -> Joined:
         """Start machines and give them storage; they are planned in from the next step.
-        Atomic: on any error every machine of the call is taken back and nothing changes."""
-        return await self._add_machines(specs)
+        Atomic: on any error every machine of the call is taken back and nothing changes.
+        ``token`` names the processes it opens; ``retried``, those of its earlier tries (on
+        controllers that died under it), are stopped first (:func:`~.hosting.reclaim`)."""
+        reclaim(retried)
+        return await self._add_machines(specs, token)
 
-    async def _add_machines(self, specs: list[MachineSpec]) -> Joined:
+    async def _add_machines(self, specs: list[MachineSpec], prefix: str | None = None) -> Joined:
         ids = [s.id for s in specs]
         clash = sorted(set(ids) & set(self.members)) or sorted({i for i in ids if ids.count(i) > 1})
         if clash:
@@ -270,7 +265,7 @@ class Controller:
         try:
             for s in specs:
                 joined.append(s.id)
-                await self._spawn([s])
+                await self._spawn([s], prefix)
                 moved = self.keeper.join(s)
                 if await self._store(moved):
                     raise RuntimeError(f"machine {s.id!r} died while receiving its rows")
@@ -287,13 +282,19 @@ class Controller:
         return Joined(moved_total, {m: self.members[m].handle for m in joined})
 
     @_locked
-    async def remove_machine(self, machine: str, crash: bool = False) -> None:
-        """Graceful departure (the actor exits) or a crash (killed without notice)."""
+    async def remove_machine(self, machine: str, crash: bool = False,
+                             missing_ok: bool = False) -> bool:
+        """Graceful departure (the actor exits) or a crash (killed without notice; gone from
+        the membership at once).  ``missing_ok``: a machine already gone is not an error
+        (returns ``False``)."""
         if machine not in self.members:
+            if missing_ok:
+                return False
             raise ValueError(f"machine: {machine!r} is not present; present: {sorted(self.members)}")
         h = self.members[machine].handle
         if crash:
             kill(h)
+            self._drop(machine)
         else:
             self._drop(machine, release=False)
             try:
@@ -301,6 +302,7 @@ class Controller:
             except Exception:  # the actor exits while answering
                 pass
             self.hosts.release(machine)
+        return True
 
     def _drop(self, machine: str, release: bool = True) -> None:
         """Plan ``machine`` out; ``release``: it has ended (its process may stop)."""
@@ -549,7 +551,7 @@ class Controller:
         if self.learn:
             self._learn(measured)
         try:
-            mt = self._metric()
+            mt = self._metrics = self._metrics or step_metrics()
             mt["step"].observe(t_total, tags={"policy": policy})
             mt["decode"].observe(t_decode, tags={"policy": policy})
             if stragglers:
@@ -571,11 +573,6 @@ class Controller:
         for m, (value, kind) in measured.items():
             if m in self.members and np.isfinite(value) and value > 0:
                 self.members[m].est = observe(self.members[m].est, value, kind)
-
-    def _metric(self):
-        if self._metrics is None:
-            self._metrics = step_metrics()
-        return self._metrics
 
     async def snapshot(self) -> Snapshot:
         k = self.keeper

@@ -1,14 +1,18 @@
-"""The controller's watch over its workers: pings, and the metrics it reports to Ray."""
+"""The controller's watch over its workers: pings, the workers auto mode starts on each Ray
+node, and the metrics it reports to Ray."""
 
 from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import ray
+
+from ..machines import MachineSpec
 
 from .drain import is_preempted
 
-__all__ = ["ping", "step_metrics"]
+__all__ = ["ping", "auto_specs", "auto_count", "step_metrics"]
 
 
 async def ping(handle, timeout: float):
@@ -22,6 +26,31 @@ async def ping(handle, timeout: float):
         return "slow", None
     except ray.exceptions.RayError as exc:
         return "dead", is_preempted(exc)
+
+
+def auto_specs(members: dict, per: float, storage: float, count: int, draining: set) -> list:
+    """Auto mode: one worker per ``per`` CPUs of every alive Ray node not ``draining``, for
+    the CPUs its ``members`` do not cover yet, named ``node{count + 1}``, ``node{count + 2}``..."""
+    have: dict = {}
+    for m in members.values():
+        if m.node is not None:
+            have[m.node] = have.get(m.node, 0) + 1
+    speed = float(np.mean([m.speed_est for m in members.values()])) if members else 1.0
+    out = []
+    for node in ray.nodes():
+        if not node.get("Alive") or node["NodeID"] in draining:
+            continue
+        nid = node["NodeID"]
+        want = max(1, int(node.get("Resources", {}).get("CPU", 1) // per))
+        for _ in range(want - have.get(nid, 0)):
+            out.append(MachineSpec(f"node{count + len(out) + 1}", speed, storage, nid))
+    return out
+
+
+def auto_count(machines) -> int:
+    """The highest ``k`` of the ids ``node{k}`` among ``machines`` (0 if none): a controller
+    that takes over names the next auto worker after it."""
+    return max([0] + [int(m[4:]) for m in machines if m.startswith("node") and m[4:].isdigit()])
 
 
 def step_metrics() -> dict:

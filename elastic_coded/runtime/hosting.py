@@ -27,7 +27,7 @@ from ..machines import per_process
 from .worker import Machine, MachineDied
 
 __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_process",
-           "per_process"]
+           "per_process", "reclaim", "orphans"]
 
 #: a machine's methods callable through its handle
 METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
@@ -118,16 +118,22 @@ class HostPool:
         self.per = int(per_process)
         self.hosts: dict[str, tuple] = {}   # actor id -> (handle, node, {machines})
         self.where: dict[str, str] = {}     # machine -> actor id
+        self._named: dict[str, int] = {}    # name prefix -> processes opened under it
 
-    def place(self, machine_id: str, node: str | None, *init) -> tuple:
+    def place(self, machine_id: str, node: str | None, *init, prefix: str | None = None) -> tuple:
         """Start machine ``machine_id`` (``init``: field, speed, time scale) in a process.
         Returns ``(handle, ref)``: wait for ``ref`` before calling the machine (an async
-        actor may start a later call first)."""
+        actor may start a later call first).  ``prefix``: a process opened for it is named
+        ``{prefix}-{n}`` (``n`` = 0, 1, ... per prefix), so that a controller that takes over
+        from one that died mid-call can find and stop it (:func:`reclaim`)."""
         key = next((k for k, (_, n, ms) in self.hosts.items()
                     if n == node and len(ms) < self.per), None)
         if key is None:
             opts = {} if node is None else {
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+            if prefix is not None:
+                opts["name"] = f"{prefix}-{self._named.get(prefix, 0)}"
+                self._named[prefix] = self._named.get(prefix, 0) + 1
             # detached: it outlives the controller that started it (the driver replaces a dead
             # controller, and the shutdown stops every worker)
             h = Worker.options(lifetime="detached", **opts).remote()
@@ -157,8 +163,42 @@ class HostPool:
             del self.hosts[key]
             kill(h)
 
+    def processes(self) -> list:
+        """The worker processes in use (actor handles)."""
+        return [h for h, _, _ in self.hosts.values()]
+
     def stop_all(self) -> None:
         for h, _, _ in self.hosts.values():
             kill(h)
         self.hosts.clear()
         self.where.clear()
+
+
+def reclaim(prefixes) -> int:
+    """Stop the processes named ``{prefix}-0``, ``{prefix}-1``, ... (:meth:`HostPool.place`)
+    of each prefix: opened by a controller that died in the middle of the call they were
+    opened for, they host only that call's machines, which no one holds a handle to.  Returns
+    the processes stopped."""
+    stopped = 0
+    for prefix in prefixes:
+        n = 0
+        while True:
+            try:
+                h = ray.get_actor(f"{prefix}-{n}")
+            except ValueError:  # no such process: the call opened no more
+                break
+            kill(h)
+            stopped += 1
+            n += 1
+    return stopped
+
+
+async def orphans(processes, keep) -> list:
+    """``[(process, machine)]``: machines alive in ``processes`` that are not in ``keep`` (left
+    there by a controller that died in the middle of adding them)."""
+    import asyncio
+
+    answers = await asyncio.gather(*[p.hosted.remote() for p in processes],
+                                   return_exceptions=True)
+    return [(p, m) for p, got in zip(processes, answers) if not isinstance(got, BaseException)
+            for m in got if m not in keep]

@@ -5,7 +5,68 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["StepReport", "summarize", "ReportLog"]
+__all__ = ["StepReport", "PlanSummary", "PieceSummary", "summarize_plan", "summarize",
+           "ReportLog"]
+
+
+@dataclass(frozen=True)
+class PieceSummary:
+    """One output piece of a USCTEC-family plan: its group, rows, columns and the machine at
+    each of its positions."""
+
+    group: int
+    rows: tuple
+    cols: tuple | None
+    machines: tuple
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What a step's plan said, in a few kilobytes (the plan itself is kept only with
+    ``keep_plans=True``, in :attr:`StepReport.full_plan`)."""
+
+    kind: str
+    """The plan's class: ``StepPlan``, ``PullPlan`` (USCTEC family), ``HeteroStepPlan`` or
+    ``UnifiedStorage``."""
+    available: tuple
+    """Machines the plan was made for."""
+    L: int | None = None
+    """USCTEC family: the step's code ``(L, S)`` and ``K = L + S`` (``None`` otherwise)."""
+    S: int | None = None
+    K: int | None = None
+    c_int: float = 0.0
+    """The plan's computation time (MATH.md §1 units; ``0.0`` where the plan has none)."""
+    groups: int = 0
+    """USCTEC family: row groups ``U_g`` (unified: the design's batches)."""
+    pieces: tuple = ()
+    """USCTEC family: a :class:`PieceSummary` per piece (of the ``(L, S)`` plan for a pull
+    plan)."""
+    detail: dict = field(default_factory=dict)
+    """Hetero: ``assignment``, ``serve`` (machine -> master), ``capacity``; unified:
+    ``version``, ``K``, ``q``, ``m``, ``N``, ``servers``, ``reason``."""
+
+
+def summarize_plan(plan) -> PlanSummary | None:
+    """A :class:`PlanSummary` of any family's plan (``None`` for ``None``)."""
+    if plan is None:
+        return None
+    kind = type(plan).__name__
+    if hasattr(plan, "design"):  # the unified storage a step runs on
+        d = plan.design
+        return PlanSummary(kind, tuple(plan.servers), groups=len(d.batches), detail={
+            "version": plan.version, "K": d.K, "q": d.q, "m": plan.m, "N": plan.N,
+            "servers": tuple(plan.servers), "reason": plan.reason})
+    if hasattr(plan, "serve"):  # heterogeneous masters
+        st = plan.storage
+        return PlanSummary(kind, tuple(plan.available), c_int=float(plan.c_int), detail={
+            "assignment": st.assignment.method, "serve": dict(plan.serve),
+            "capacity": tuple(st.capacity), "t_star": tuple(plan.t_star)})
+    base = getattr(plan, "base", plan)
+    pieces = tuple(PieceSummary(p.group, tuple(base.groups[p.group].rows), p.cols,
+                                tuple(p.machines)) for p in base.pieces)
+    return PlanSummary(kind, tuple(plan.available), plan.L, plan.S, plan.K,
+                       float(getattr(plan, "c_int", getattr(base, "c_int", 0.0))),
+                       len(base.groups), pieces)
 
 
 @dataclass(frozen=True)
@@ -16,10 +77,9 @@ class StepReport:
     """Step index (0-based)."""
     policy: str
     """Policy that planned it."""
-    plan: object = field(repr=False)
-    """What was dispatched: a :class:`~elastic_coded.schemes.plan.StepPlan` (USCTEC family), a
-    :class:`~elastic_coded.schemes.policies.hetero.HeteroStepPlan`, or the unified storage
-    design the step ran on."""
+    plan: PlanSummary | None = field(repr=False)
+    """What was dispatched, in brief (:class:`PlanSummary`): the step's code, pieces and their
+    machines (USCTEC family), the assignment (hetero) or the storage design (unified)."""
     available: tuple
     """Machines present when the step was planned."""
     joined: tuple
@@ -111,6 +171,11 @@ class StepReport:
     improved: tuple = ()
     """Pieces decoded again from better-conditioned results because the estimate exceeded the
     tolerance."""
+    full_plan: object = field(default=None, repr=False)
+    """The plan itself (a :class:`~elastic_coded.schemes.plan.StepPlan`, a pull plan, a
+    :class:`~elastic_coded.schemes.policies.hetero.HeteroStepPlan` or the unified storage), kept
+    only with ``keep_plans=True`` (for debugging: a unified plan holds its generator matrix,
+    megabytes); ``None`` otherwise."""
 
     @property
     def redundancy(self) -> float:
@@ -123,9 +188,10 @@ class StepReport:
         return self.t_total - self.slowest_needed_s
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "plan"}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("plan", "full_plan")}
         d["decoded_by"] = {str(k): list(v) for k, v in self.decoded_by.items()}
-        d["groups"] = len(getattr(self.plan, "groups", ()))
+        d["groups"] = self.plan.groups if self.plan is not None else 0
         d["overhead_s"] = self.overhead_s
         d["redundancy"] = self.redundancy
         return d

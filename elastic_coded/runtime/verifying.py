@@ -54,6 +54,7 @@ import numpy as np
 import ray
 
 from ..algebra.lagrange import UNIT_ROUNDOFF, rounding_bound
+from ..algebra.scaling import norm
 from ..algebra.verify import DEFAULT_TOLERANCE, check, check_piece, make_sketch
 from ..churn import CAUGHT_LIMIT
 from ..schemes.policies.collect import decode_mds
@@ -164,7 +165,7 @@ class Verifier:
         self.F, self.family, self.on, self.strict = F, family, verify, strict
         mats = list(data) if family == "hetero" else [_matrix(data)]
         self.mats = mats
-        self.norms = [0.0 if F.exact else float(np.linalg.norm(a)) for a in mats]
+        self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
         self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
         self._coded_sketches: dict = {}  # hetero: master -> sketch of its coded rows (lazy)
@@ -181,14 +182,20 @@ class Verifier:
         return self.tolerance / (PATIENCE_MARGIN * UNIT_ROUNDOFF)
 
     # -- before a step ---------------------------------------------------------------------------
-    def arm(self, cl, ev) -> None:
-        """Tell the machines the churn script makes lie in this step (``corrupt`` events)."""
+    def arm(self, cl, ev) -> list:
+        """Tell the machines the churn script makes lie in this step (``corrupt`` events).
+        Returns the machines found dead on the way (a dead liar has nothing to be told)."""
         liars = {m for m in getattr(ev, "corrupt", ()) if m in cl._handles}
-        calls = [cl._handles[m].lie.remote((cl._step,) if m in liars else ())
-                 for m in liars | {m for m in self._armed if m in cl._handles}]
-        if calls:  # a retried step may name other liars than its first attempt did
-            ray.get(calls)
-        self._armed = liars
+        calls = {m: cl._handles[m].lie.remote((cl._step,) if m in liars else ())
+                 for m in liars | {m for m in self._armed if m in cl._handles}}
+        dead = []
+        for m, ref in calls.items():  # a retried step may name other liars than its first did
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                dead.append(m)
+        self._armed = liars - set(dead)
+        return dead
 
     # -- after a step -----------------------------------------------------------------------------
     def verify(self, cl, X, Y, out, prep=None):
@@ -269,16 +276,17 @@ class Verifier:
         return vb, _relative(vb, np.concatenate([np.ravel(y) for y in ys]))
 
     def _fail(self, cl, state, msg: str):
-        self._count(state.caught)  # counted; excluded after the next step that succeeds
+        # not counted: only a step that completes counts its catches (:meth:`exclude`)
         caught = tuple(sorted(state.caught, key=str))
         raise VerificationError(f"step {cl._step}: {msg}" + (
             f"; machines caught returning wrong results: {list(caught)}" if caught else ""),
             caught)
 
     def _count(self, caught) -> tuple:
-        for m in caught:
-            self.counts[m] = self.counts.get(m, 0) + 1
-        return tuple(sorted((m for m in caught if self.counts[m] >= self.limit), key=str))
+        """The machines ``caught`` that this step brings to ``exclude_after`` catches (the
+        catches are counted once the step completes, :meth:`exclude`)."""
+        return tuple(sorted((m for m in caught if self.counts.get(m, 0) + 1 >= self.limit),
+                            key=str))
 
     def _tolerance_check(self, cl) -> None:
         """``strict=True``: the error bound itself must meet the tolerance."""
@@ -293,14 +301,23 @@ class Verifier:
             self.last.condition, self.last.relative_estimated_error)
 
     def exclude(self, cl) -> tuple:
-        """Remove the machines caught in ``exclude_after`` steps (after the step's report)."""
+        """Count the completed step's catches, and remove the machines caught in
+        ``exclude_after`` steps (after the step's report)."""
+        for m in (m for m in self.last.caught if m in cl._handles):  # not those gone since
+            self.counts[m] = self.counts.get(m, 0) + 1
         gone = [m for m, k in self.counts.items() if k >= self.limit and m in cl._handles]
         for m in gone:
             log.warning("machine %s was caught returning wrong results in %d steps; removing it",
                         m, self.counts[m])
             cl.remove_machine(m)
-            del self.counts[m]
+            self.counts.pop(m, None)
         return tuple(gone)
+
+    def forget(self, machine) -> None:
+        """A machine that ended: no longer told to lie, nor counted (a later machine of the
+        same id starts afresh)."""
+        self._armed.discard(machine)
+        self.counts.pop(machine, None)
 
     # -- USCTEC family --------------------------------------------------------------------------
     def _lagrange(self, cl, X, Y, col, out, state):
@@ -337,7 +354,7 @@ class Verifier:
         est = {pi: check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
                                positions=self._positions(col, state, pi)).estimated_error()
                for pi, piece, grp in plan.iter_pieces()}
-        budget = (0.5 * self.tolerance * float(np.linalg.norm(Y))) ** 2
+        budget = (0.5 * self.tolerance * norm(Y)) ** 2
         left = sum(e * e for e in est.values())
         worst = []
         for pi in sorted(est, key=est.get, reverse=True):
@@ -506,7 +523,7 @@ def _padded(F, X, L: int):
 
 
 def _relative(bound: float, Y) -> float:
-    nY = float(np.linalg.norm(Y))
+    nY = norm(Y)  # without overflow however large (the bound's scale is the same)
     return bound / nY if nY > 0 else (0.0 if bound == 0 else math.inf)
 
 

@@ -2,7 +2,7 @@
 is.  Drawn once per seed and shared by every policy, so comparisons are side by side on the same
 trace.  Pure: numpy only.
 
-Membership follows the runtime (``ElasticCluster._apply_churn`` and the controller): machines
+Membership follows the runtime (``runtime.events.apply`` and the controller): machines
 ``m0 .. m{N-1}`` start; before step ``t`` the churn script's events for the machines present
 (sorted ids, as the controller lists them) are drawn with ``ChurnRun.events``; ``leave`` removes
 machines before the step, ``join`` adds them before the step, ``crash`` machines are planned for

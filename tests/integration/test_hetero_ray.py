@@ -32,7 +32,7 @@ def _check(c, As, xs, fld=F, events=None):
         else:
             assert relative_error(y, want) <= 1e-9, f"master {m}"
     r = c.reports[-1]
-    st = r.plan.storage
+    st = r.full_plan.storage  # the clusters keep their plans
     for m, used in r.decoded_by.items():
         # whose rows decoded master m: machines holding its coded rows, at least L_m of them
         assert set(used) <= set(st.holders(m))
@@ -51,12 +51,12 @@ def masters():
 def test_every_master_exact_for_every_assignment(ray_session, masters, method):
     rng = np.random.default_rng(1)
     with ElasticCluster(masters, "hetero", machines=SPEEDS, field=F, time_scale=0.02,
-                        assignment=method, seed=3) as c:
+                        assignment=method, seed=3, keep_plans=True) as c:
         for _ in range(3):
             r = _check(c, masters, _inputs(rng, masters))
-        assert r.extra["assignment"] == r.plan.storage.assignment.method
+        assert r.extra["assignment"] == r.plan.detail["assignment"]
         # no two machines hold the same coded row of a master
-        st = r.plan.storage
+        st = r.full_plan.storage
         for m in range(2):
             rows = [i for n in st.holders(m) for a, b in st.rows_of(m, n) for i in range(a, b)]
             assert len(rows) == len(set(rows))
@@ -65,7 +65,7 @@ def test_every_master_exact_for_every_assignment(ray_session, masters, method):
 def test_crash_leave_join_replan_and_top_up(ray_session, masters):
     rng = np.random.default_rng(2)
     with ElasticCluster(masters, "hetero", machines=SPEEDS, field=F, time_scale=0.02,
-                        seed=4) as c:
+                        seed=4, keep_plans=True) as c:
         r0 = _check(c, masters, _inputs(rng, masters))
         victim = r0.decoded_by[1][0]  # a machine whose rows master 1 needed
         r1 = _check(c, masters, _inputs(rng, masters))
@@ -81,14 +81,14 @@ def test_crash_leave_join_replan_and_top_up(ray_session, masters):
         assert {"spot1", "spot2"} <= set(r4.available) and len(r4.available) == 6
         assert r4.rows_moved > 0  # joiners got coded rows: topped up, not re-encoded
         assert set(r4.joined) == {"spot1", "spot2"}
-        assert r1.plan.storage.capacity == r4.plan.storage.capacity
+        assert r1.plan.detail["capacity"] == r4.plan.detail["capacity"]
 
 
 def test_real_field_and_probabilistic(ray_session):
     rng = np.random.default_rng(5)
     As = [rng.standard_normal((20, 4)), rng.standard_normal((25, 4))]
     with ElasticCluster(As, "hetero", machines=SPEEDS, time_scale=0.02,
-                        assignment="probabilistic", seed=2) as c:
+                        assignment="probabilistic", seed=2, keep_plans=True) as c:
         for _ in range(4):
             _check(c, As, _inputs(rng, As, field("real")), field("real"))
 
@@ -118,7 +118,8 @@ def test_bad_construction_raises_before_ray(kwargs, match):
 
 
 def test_bad_inputs_name_the_parameter(ray_session, masters):
-    with ElasticCluster(masters, "hetero", machines=SPEEDS, field=F, time_scale=0.01) as c:
+    with ElasticCluster(masters, "hetero", machines=SPEEDS, field=F, time_scale=0.01,
+                        keep_plans=True) as c:
         with pytest.raises(ValueError, match=r"^B: needs one input per master, M = 2, got 1"):
             c.multiply([np.zeros(6, dtype=np.int64)])
         with pytest.raises(ValueError, match=r"^B\[1\]: shape \(6,\) does not fit A\[1\]"):

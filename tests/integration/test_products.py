@@ -43,7 +43,7 @@ def test_products_are_counted_exactly(clusters, policy, r):
     # an independent count from the plan: every piece's machines each multiply its group's
     # rows by one coded block of (r + pad) / L_step columns
     cols = (r + pad) // L_step
-    planned = sum(len(p.machines) * g.size * cols for _, p, g in rep.plan.iter_pieces())
+    planned = sum(len(p.machines) * (p.rows[1] - p.rows[0]) * cols for p in rep.plan.pieces)
     assert rep.useful_products == A.shape[0] * r
     bound = (L_step + S_step) / L_step * (r + pad) / r
     assert A.shape[0] * r <= rep.products

@@ -42,7 +42,11 @@ def data():
      r"^machines: ids must be distinct, \['a'\]"),
     ({"machines": None}, ValueError, r"^machines: a count, a list"),
     ({"storage": "0.5"}, ValueError, r"^storage: the default storage budget must be a number"),
-    ({"field": "gf(3)"}, ValueError, r"GF\(3\) has only 3 elements, asked for 5"),
+    ({"field": "gf(3)"}, ValueError, r"^L, S: L=2, S=1 need L\+S\+L = 5 distinct points .* "
+                                     r"GF\(3\) has only 3 elements"),
+    ({"field": "gf(7)", "L": 40, "S": 20, "machines": 60}, ValueError,
+     r"^L, S: L=40, S=20 need L\+S\+L = 100 distinct points of the field .* GF\(7\) has "
+     r"only 7 elements; use a larger field, or smaller L and S"),
     ({"deadline": 0.5}, ValueError, r"^deadline: 0.5 must be a number >= 1"),
     ({"address": "127.0.0.1:9"}, ConnectionError, r"^address: no Ray cluster answers"),
     ({"report_window": 0}, ValueError, r"^report_window: 0 must be an int >= 1"),
@@ -228,3 +232,235 @@ def test_each_failure_is_counted_once(ray_session, data):
         r = exact(c, A, B, events=StepEvents(crash=("m0", "m1")))
         assert len(r.failed) == len(set(r.failed))
         assert c.summary()["failures"] == sum(len(x.failed) for x in c.reports)
+
+
+# -- no fault leaves the cluster unusable (issue 21) --------------------------------------
+
+def _family(policy, rng):
+    """``(A, kwargs, make_B, want)`` for a small cluster of ``policy`` over GF(p)."""
+    if policy == "hetero":
+        A = [F.random((20, 4), rng), F.random((16, 4), rng)]
+        return (A, {}, lambda: [F.random((4, 1), rng), F.random((4, 2), rng)],
+                lambda B: [F.matmul(a, b) for a, b in zip(A, B)])
+    if policy == "unified":
+        A = F.random((40, 4), rng)
+        return (A, {"mu": "1/2", "q": 4, "N": 4}, lambda: F.random((4, 4), rng),
+                lambda B: [F.matmul(A, B)])
+    A = F.random((36, 4), rng)
+    return A, {"L": 2, "S": 1}, lambda: F.random((4, 2), rng), lambda B: [F.matmul(A, B)]
+
+
+def _exact_steps(c, policy, make_B, want, n=2):
+    for _ in range(n):
+        B = make_B()
+        Y = c.multiply(B)
+        assert all(np.array_equal(y, w) for y, w in zip(Y if policy == "hetero" else [Y],
+                                                          want(B)))
+    return c.reports[-1]
+
+
+@pytest.mark.parametrize("policy", ["usctec", "unified", "hetero"])
+def test_a_liar_that_crashes_in_its_lying_step_leaves_the_cluster_usable(ray_session, policy):
+    import pickle
+
+    A, kw, make_B, want = _family(policy, np.random.default_rng(10))
+    churn = parse_churn({"events": [{"step": 1, "corrupt": "m1"}, {"step": 1, "crash": "m1"}]})
+    with ElasticCluster(A, policy, machines=ms(6), field=F, time_scale=0.005, churn=churn,
+                        **kw) as c:
+        _exact_steps(c, policy, make_B, want, 3)  # step 1: m1 lies, then crashes
+        assert "m1" not in c.machines() and "m1" not in c.reports[-1].available
+        assert "m1" not in c._handles  # dropped from the driver's tables too
+        c.add_machines([{"id": "m1"}])  # the id is free again
+        assert "m1" in _exact_steps(c, policy, make_B, want, 1).available
+        assert max(len(pickle.dumps(r)) for r in c.reports) <= 20_000
+
+
+def test_the_controller_killed_before_the_first_step_then_a_crash_removal(ray_session, data):
+    """The revived controller gets the constructor's storage (not none); a removal as a crash
+    takes effect at once, and the id can be added again before the next step."""
+    A, B = data
+    with ElasticCluster(A, L=2, S=1, machines=ms(5), field=F, time_scale=0.005) as c:
+        ray.kill(c.controller, no_restart=True)
+        r = exact(c, A, B)
+        assert c.revivals == 1 and len(r.available) == 5
+        c.remove_machine("m2", crash=True)
+        assert "m2" not in c.machines()
+        c.add_machines([{"id": "m2"}])  # before any step
+        assert c.machines().count("m2") == 1
+        r = exact(c, A, B)
+        assert "m2" in r.available and not r.failed
+        with pytest.raises(ValueError, match=r"^machine: 'm9' is not present"):
+            c.remove_machine("m9", crash=True)
+
+
+def test_a_controller_killed_while_taking_over_is_replaced_again(ray_session, data,
+                                                                 monkeypatch):
+    from elastic_coded.runtime import membership
+
+    A, B = data
+    monkeypatch.setattr(membership, "REVIVE_TRIES", 2)
+    with ElasticCluster(A, L=2, S=1, machines=ms(4), field=F, time_scale=0.005) as c:
+        start, killed = c._new_controller, []
+
+        def dies_at_once(n):  # the next n new controllers are killed as they start
+            def new():
+                h = start()
+                if len(killed) < n:
+                    killed.append(h)
+                    ray.kill(h, no_restart=True)
+                return h
+            c._new_controller = new
+
+        dies_at_once(1)
+        ray.kill(c.controller, no_restart=True)
+        r = exact(c, A, B)
+        assert len(killed) == 1 and c.revivals == 1 and len(r.available) == 4
+        dies_at_once(3)  # every try of the next revival: a clear error, then it recovers
+        ray.kill(c.controller, no_restart=True)
+        with pytest.raises(RuntimeError, match=r"^controller: 2 new controllers in a row died"):
+            c.multiply(B)
+        c._new_controller = start
+        exact(c, A, B)
+        assert c.revivals == 2
+
+
+def test_an_add_cut_short_by_the_controllers_death_adds_each_machine_once(ray_session, data):
+    """The controller is killed while it starts a machine of ``add_machines`` (its process,
+    named after the call, has just appeared): the driver's retry on a new controller stops
+    that process and adds the machine once.  A kill that came too late (the add done) is
+    tried again, with another id."""
+    import threading
+    import time
+
+    A, B = data
+    with ElasticCluster(A, L=2, S=1, machines=ms(4), field=F, time_scale=0.005,
+                        machines_per_process=1) as c:
+        exact(c, A, B)
+        for k in range(4):
+            new_id, name = f"x{k}", f"ec-{c._uid}-a{c._adds + 1}-t0-0"
+            errors, before = [], c.revivals
+            t = threading.Thread(target=_record, args=(errors, c.add_machines,
+                                                       [{"id": new_id}]))
+            t.start()
+            proc = None
+            while proc is None and t.is_alive():
+                try:
+                    proc = ray.get_actor(name)
+                except ValueError:
+                    time.sleep(0.001)
+            ray.kill(c.controller, no_restart=True)
+            t.join()
+            assert not errors, errors
+            r = exact(c, A, B)
+            assert r.available.count(new_id) == 1 and c.machines().count(new_id) == 1
+            if c.revivals > before and proc is not None:  # the add was retried
+                with pytest.raises(ray.exceptions.RayActorError):
+                    ray.get(proc.hosted.remote())  # the first try's process was stopped
+                break
+        else:
+            pytest.fail("no kill landed in the middle of add_machines")
+        exact(c, A, B)
+
+
+def _record(errors, fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # the test's thread reports it
+        errors.append(exc)
+
+
+@pytest.mark.parametrize("policy", ["usctec", "unified", "hetero"])
+def test_products_near_float64s_limit_accuse_no_one(ray_session, policy):
+    """``B`` of 1e300-1e307 (numpy's ``A @ B`` finite): right to rounding, nobody caught, the
+    relative bounds finite; a product that truly overflows is the overflow error."""
+    rng = np.random.default_rng(11)
+    kw = {"L": 2, "S": 1} if policy == "usctec" else {"mu": "1/2", "q": 4, "N": 4} \
+        if policy == "unified" else {}
+    A = [rng.standard_normal((20, 16)), rng.standard_normal((12, 16))] if policy == "hetero" \
+        else rng.standard_normal((40, 16))
+    As = A if policy == "hetero" else [A]
+    cols = 2 if policy == "hetero" else 4
+    pack = (lambda Bs: Bs) if policy == "hetero" else (lambda Bs: Bs[0])  # noqa: E731
+    with ElasticCluster(A, policy, machines=6, time_scale=0.005, exclude_after=1, **kw) as c:
+        for e in (300, 306, 307):
+            Bs = [rng.standard_normal((16, cols)) * 10.0**e for _ in As]
+            want = [a @ b for a, b in zip(As, Bs)]
+            assert all(np.all(np.isfinite(w)) for w in want)
+            Y = c.multiply(pack(Bs))
+            r = c.reports[-1]
+            for y, w in zip(Y if policy == "hetero" else [Y], want):
+                assert np.linalg.norm((y - w) / 1e300) <= 1e-3 * np.linalg.norm(w / 1e300)
+            assert r.verified and not r.caught and not r.excluded
+            assert np.isfinite(r.relative_error_bound)
+            assert np.isfinite(r.relative_verified_error_bound)
+        assert len(c.machines()) == 6
+        # row 0 of each product is 1e308 sum |A[0]|: past float64's range
+        big = [np.outer(np.sign(a[0]), np.ones(cols)) * 1e308 for a in As]
+        with pytest.raises(ValueError, match=r"^A @ B: the product overflows float64"):
+            c.multiply(pack(big))
+        assert len(c.machines()) == 6
+
+
+def test_unified_reports_stay_small(ray_session):
+    """A unified plan holds its design's generator (megabytes at m = 240): a report keeps a
+    summary of it, the plan itself only with ``keep_plans=True``."""
+    import pickle
+
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((240, 16))
+    with ElasticCluster(A, "unified", machines=6, mu="1/2", q=4, N=16,
+                        time_scale=0.005) as c:
+        for _ in range(2):
+            c.multiply(rng.standard_normal((16, 16)))
+        assert max(len(pickle.dumps(r)) for r in c.reports) <= 20_000
+        r = c.reports[-1]
+        assert r.full_plan is None and r.plan.kind == "UnifiedStorage"
+        assert r.plan.detail["m"] == 240 and set(r.plan.available) == set(c.machines())
+        json.dumps(r.to_dict(), default=str)
+
+
+def test_events_in_the_churn_scripts_form_and_inputs_that_break_a_rule(ray_session, data):
+    A, B = data
+    with ElasticCluster(A, L=2, S=1, machines=ms(6), field=F, time_scale=0.005) as c:
+        r = exact(c, A, B, events={"crash": "m0", "slow": ["m1"], "factor": 3,
+                                   "corrupt": ["m2"], "join": {"id": "j0"}})
+        assert "j0" in r.available and "m0" in r.crashed
+        r = exact(c, A, B, events=[{"leave": "m3"}, {"join": [{"id": "j1", "speed": 2}]}])
+        assert "m3" in r.left and "j1" in r.available
+        with pytest.raises(ValueError, match=r"^events: unknown keys \['crsh'\]"):
+            c.multiply(B, events={"crsh": "m1"})
+        with pytest.raises(ValueError, match=r"^events: crash names machine 'zz', which was "
+                                             r"never in this cluster"):
+            c.multiply(B, events={"crash": "zz"})
+        with pytest.raises(ValueError, match=r"^B: must be 1-D \(a vector\) or 2-D \(one input "
+                                             r"per column\), got 3-D shape \(6, 2, 2\)"):
+            c.multiply(np.zeros((6, 2, 2), dtype=np.int64))
+        with pytest.raises(TypeError, match=r"^B: an array .* of GF\(2147483647\) values with "
+                                            r"6 rows, got NoneType"):
+            c.multiply(None)
+        with pytest.raises(ValueError, match=r"^B: a rectangular array"):
+            c.multiply([[1, 2], [3]])
+        exact(c, A, B, events={"leave": "m3"})  # gone since: nothing to do, no error
+
+
+def test_churn_events_naming_unknown_or_present_machines_are_clear_errors(ray_session, data):
+    A, B = data
+    churn = parse_churn({"events": [{"step": 1, "crash": "ghost"},
+                                    {"step": 2, "join": {"id": "m1"}}]})
+    with ElasticCluster(A, L=2, S=1, machines=ms(4), field=F, time_scale=0.005,
+                        churn=churn) as c:
+        exact(c, A, B)
+        with pytest.raises(ValueError, match=r"^churn script, step 1: crash names machine "
+                                             r"'ghost', which was never in this cluster"):
+            c.multiply(B)
+        c.add_machines([{"id": "ghost"}])  # the fix: a machine of that name
+        r = exact(c, A, B)
+        assert "ghost" in r.crashed
+        for _ in range(2):  # refused every time, nothing applied, until the user acts
+            with pytest.raises(ValueError, match=r"^churn script, step 2: join of \['m1'\]: a "
+                                                 r"machine of that id is already present; "
+                                                 r"remove it first \(remove_machine\('m1'\)\)"):
+                c.multiply(B)
+        c.remove_machine("m1")
+        r = exact(c, A, B)
+        assert r.step == 2 and "m1" in r.joined

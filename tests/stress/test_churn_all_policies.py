@@ -25,7 +25,7 @@ SPEEDS = [1.0 + (i % 4) * 0.5 for i in range(9)]
 def _decodable_after_repair(c, policy, rep):
     """The storage the step ran on lets every output decode from the machines present."""
     present = set(rep.available)
-    st = rep.plan if policy == "unified" else getattr(rep.plan, "storage", None)
+    st = rep.full_plan if policy == "unified" else getattr(rep.full_plan, "storage", None)
     if policy == "usctec":
         assert min(c.placement().holders_present(rep.available)) >= 1
         assert all(len(p.machines) == rep.plan.K for p in rep.plan.pieces)
@@ -53,7 +53,7 @@ def test_random_churn_every_policy(ray_session, policy):
         want = lambda B: [F.matmul(A, B)]  # noqa: E731
     wrong = 0
     with ElasticCluster(A, policy, machines=ms, field=F, time_scale=0.01,
-                        churn=parse_churn(CHURN), seed=2, **kw) as c:
+                        churn=parse_churn(CHURN), seed=2, keep_plans=True, **kw) as c:
         for step in range(STEPS):
             B = make_B()
             Y = c.multiply(B)
