@@ -231,7 +231,8 @@ class Verifier:
         msg = (f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the "
                f"tolerance {self.tolerance:.3g}")
         if self.strict:
-            hint = {"unified": "fewer rows (its Reed-Solomon decodes grow worse with m)",
+            hint = {"unified": "a smaller q or K (its real decodes are lanes of "
+                                "q C(K, r) / K rows)",
                     "hetero": "a smaller code"}.get(self.family, "a smaller L + S")
             raise ToleranceExceeded(msg + f"; use a finite field, or {hint}")
         warnings.warn(msg, RuntimeWarning, stacklevel=3)

@@ -190,3 +190,56 @@ def test_finite_fields_keep_the_reed_solomon_code():
 def test_rows_multiple_values_of_the_user_case():
     # the user's A has 960 rows: the design pads to 972 at K = 10, q = 4
     assert rows_multiple(10, HALF, 4, 4) == 36 and -(-960 // 36) * 36 == 972
+
+
+# ------------------------------------------------------------------------------------------------
+# verification sees a small lie
+# ------------------------------------------------------------------------------------------------
+
+def _step_with_a_lie(d, st, A, X, Q, liar, rng):
+    """One in-process step whose server ``liar`` adds ``1e-6 max(1, max |H|)`` to one value of
+    its first Map task ``H`` (as a lying machine does) for one of its own outputs."""
+    from elastic_coded.schemes.unified import (encode_packet, encode_storage, map_compute,
+                                               receive_packet, reduce_server)
+
+    N = X.shape[1]
+    plan = shuffle_plan(d, Q, N)
+    stored = encode_storage(d, A)
+    maps = {k: map_compute(d, stored[k], X) for k in Q}
+    a, b = st.ranges_of(liar)[0]
+    H = maps[liar]
+    H[int(rng.integers(b - a)), plan.outputs_of(liar)[0]] += 1e-6 * max(1.0, float(
+        np.max(np.abs(H[:b - a]))))
+    got = {k: {} for k in Q}
+    for t in plan.transmissions:
+        packet = encode_packet(d, t, maps[t.sender])
+        for k in t.receivers:
+            receive_packet(d, t, k, packet, maps[k], got[k])
+    Y = np.zeros((d.m, N))
+    for k in Q:
+        Y[:, list(plan.outputs_of(k))] = reduce_server(d, plan, k, maps[k], got[k])
+    return Y, plan
+
+
+def test_a_lie_of_1e_6_in_one_map_value_fails_the_check():
+    """The user's case (K = 10, mu = 1/2, q = 4, A 972 x 48): one server's Map value off by
+    1e-6 of its task's largest reaches the product, and the unified check with the step's
+    condition rejects it (with the Reed-Solomon code's conditions, 1e17, it passed)."""
+    from elastic_coded.algebra.verify import check
+    from elastic_coded.runtime.verify_unified import UnifiedChecks, UnifiedRun
+    from elastic_coded.runtime.verifying import Verifier
+    from elastic_coded.schemes.policies.unified import UnifiedStorage
+
+    rng = np.random.default_rng(0)
+    A, X = rng.standard_normal((972, 48)), rng.standard_normal((48, 8))
+    d = storage_design(10, HALF, 4, 972, REAL)
+    st_ = UnifiedStorage(d, tuple(f"m{k}" for k in range(10)), 0, 972, 8)
+    ver = Verifier(REAL, "unified", A, seed=0)
+    checks = UnifiedChecks(ver)
+    for Q in [(0, 1, 2, 3), (2, 4, 6, 9), (1, 5, 7, 8)]:
+        for liar in (Q[0], Q[-1]):
+            Y, plan = _step_with_a_lie(d, st_, A, X, Q, liar, rng)
+            kappa = checks.condition(UnifiedRun(st_, plan, Q))
+            assert kappa < 1e3 and np.linalg.norm(Y - A @ X) > 1e-6
+            assert check(ver.sketches[0], X, A @ X, condition=kappa, extra_terms=10 * d.m)
+            assert not check(ver.sketches[0], X, Y, condition=kappa, extra_terms=10 * d.m)
