@@ -10,10 +10,8 @@ each lane's error is bounded by its own :func:`~elastic_coded.algebra.lagrange.s
 times its rows' share of ``||A||_F ||X||_F``, and the largest of them bounds the whole
 (:func:`~elastic_coded.schemes.unified.decode_condition`).  The step's ``condition`` is the
 largest over its row sets (cached per storage version, fastest servers and width: the same
-fastest servers give the same sets), and its bound ``1.01 gamma_{n + 10 d} kappa ||A||_F
-||X||_F``, as for the other schemes, with ``d`` the size of the largest solve
-(``StorageDesign.decode_size``: a lane's data rows; each coded row sums ``d`` terms, each lane
-solve is ``d x d``); exact up to lanes of 64 data rows, an estimate above.
+fastest servers give the same sets), and its bound ``1.01 gamma_{n + 10 m} kappa ||A||_F
+||X||_F``, as for the other schemes (exact up to lanes of 64 data rows, an estimate above).
 
 **Repair.**  A product that fails the check cannot tell which server lied (a wrong Map value
 reaches every server it is sent to).  So every server of ``Q`` hands over the Map result it
@@ -80,24 +78,18 @@ class UnifiedChecks:
 
     def bound(self, X, Y, kappa: float, run: UnifiedRun) -> tuple:
         """``(condition, error bound, relative bound)``: the honest error the check allows for
-        (its ``err_Y``, with :meth:`terms`)."""
+        (its ``err_Y``: the decode is ``m x m`` in the design's padded ``m``)."""
         from .verifying import _relative
 
-        b = rounding_bound(X.shape[0] + self.terms(run.storage.design), kappa,
-                           self.ver.norms[0], float(np.linalg.norm(X)))
+        b = rounding_bound(X.shape[0] + 10 * run.storage.design.m, kappa, self.ver.norms[0],
+                           float(np.linalg.norm(X)))
         return kappa, b, _relative(b, Y)
-
-    @staticmethod
-    def terms(design) -> int:
-        """The rounding terms of a decode beyond the Map's ``n``: ``10 d``, ``d`` the size of
-        its largest solve (``decode_size``), as ``10 L`` for a Lagrange piece."""
-        return 10 * design.decode_size
 
     def verify(self, cl, X, Y, run: UnifiedRun, state) -> tuple:
         """``(Y, kappa)``: the product checked, or repaired (module docstring)."""
         ver, F = self.ver, self.ver.F
         kappa = 1.0 if F.exact else self.condition(run)
-        terms = self.terms(run.storage.design)
+        terms = 10 * run.storage.design.m
         state.checked = True
         state.accepted[0] = check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms)
         if state.accepted[0]:
@@ -182,7 +174,7 @@ class UnifiedChecks:
 
     def _wrong_outputs(self, X, Y, run: UnifiedRun, kappa: float) -> list:
         """The outputs (columns) of the failed product that fail on their own."""
-        sk, terms = self.ver.sketches[0], self.terms(run.storage.design)
+        sk, terms = self.ver.sketches[0], 10 * run.storage.design.m
         return [j for j in range(X.shape[1])
                 if not check(sk, X[:, j:j + 1], Y[:, j:j + 1], condition=kappa,
                              extra_terms=terms)]

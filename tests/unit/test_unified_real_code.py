@@ -33,7 +33,7 @@ def _lane_balanced(d, rows) -> bool:
 
 
 def _bound(d, rows, A, X) -> float:
-    return rounding_bound(X.shape[0] + 10 * d.decode_size, decode_condition(d, rows),
+    return rounding_bound(X.shape[0] + 10 * d.m, decode_condition(d, rows),
                           float(np.linalg.norm(A)), float(np.linalg.norm(X)))
 
 
@@ -241,6 +241,5 @@ def test_a_lie_of_1e_6_in_one_map_value_fails_the_check():
             Y, plan = _step_with_a_lie(d, st_, A, X, Q, liar, rng)
             kappa = checks.condition(UnifiedRun(st_, plan, Q))
             assert kappa < 1e3 and np.linalg.norm(Y - A @ X) > 1e-6
-            terms = UnifiedChecks.terms(d)  # 10 d: a lane's 18 rows, not m = 972
-            assert check(ver.sketches[0], X, A @ X, condition=kappa, extra_terms=terms)
-            assert not check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms)
+            assert check(ver.sketches[0], X, A @ X, condition=kappa, extra_terms=10 * d.m)
+            assert not check(ver.sketches[0], X, Y, condition=kappa, extra_terms=10 * d.m)

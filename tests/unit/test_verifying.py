@@ -226,8 +226,7 @@ def test_unified_real_steps_carry_the_reduce_condition_and_a_bound_they_meet(see
     assert v.relative_error_bound == pytest.approx(v.error_bound / np.linalg.norm(Y))
     bad = Y.copy()
     bad[0, 0] += 1e3 * v.error_bound
-    assert not check(ver.sketches[0], X, bad, condition=v.condition,
-                     extra_terms=10 * d.decode_size)
+    assert not check(ver.sketches[0], X, bad, condition=v.condition, extra_terms=10 * d.m)
 
 
 def test_unified_real_condition_does_not_grow_with_m():

@@ -122,12 +122,6 @@ class StorageDesign:
     field: Field = dc_field(repr=False, compare=False)
     lanes: LaneCode | None = dc_field(default=None, repr=False, compare=False)
 
-    @property
-    def decode_size(self) -> int:
-        """The size of the Reduce's largest solve: the lane code's largest ``d`` over the reals,
-        ``m`` over a finite field (one solve of all ``m`` rows)."""
-        return max(self.lanes.codes) if self.lanes is not None else self.m
-
     def batch_rows(self, b: int) -> range:
         """Coded rows of batch ``b``."""
         return range(b * self.batch_size, (b + 1) * self.batch_size)
