@@ -93,9 +93,6 @@ ROOTS_LIMIT = 1e4
 """... and takes the roots of unity (few stragglers) while theirs is at most this."""
 _ROTATION_SEED = 0x524F54  # with L and S: the seed of the "rotation" code's generator
 
-# kept importable from here: ``_basis_matrix`` is the Lagrange basis of :mod:`._basis`
-_basis_matrix = basis_matrix
-
 
 @dataclass(frozen=True, eq=False)
 class LagrangeCode:
