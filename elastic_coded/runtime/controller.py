@@ -155,12 +155,21 @@ class Controller:
     # -- helpers -------------------------------------------------------------------------------
     async def _spawn(self, specs: list[MachineSpec], prefix: str | None = None) -> None:
         """Start machines ``specs`` in worker processes (:mod:`.hosting`; a new process named
-        under ``prefix``) and make them members."""
+        under ``prefix``) and make them members once they run (on an error, none is left
+        running)."""
         placed = [self.hosts.place(s.id, s.node, self.field_spec, s.speed, self.time_scale,
                                    prefix=prefix) for s in specs]
+        try:
+            await asyncio.gather(*[ref for _, ref in placed])
+        except BaseException:
+            for s, (h, _) in zip(specs, placed):
+                kill(h)
+                self.hosts.release(s.id)
+            raise
+        # members only once hosted: a health ping sent earlier could reach the process before
+        # the machine does, and would find it dead
         for s, (h, _) in zip(specs, placed):
             self.members[s.id] = _Member(s, h, new_estimate(s.speed), s.node)
-        await asyncio.gather(*[ref for _, ref in placed])
 
     def _store_call(self, h, source: str, ranges: list):
         src = self.sources[source]
