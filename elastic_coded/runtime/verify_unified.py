@@ -3,22 +3,27 @@ condition of the Reduce's decodes, and repaired from Map results that check.
 
 **Condition** (real field).  Server ``k`` of the fastest ``Q`` decodes each of its outputs by
 solving ``G[rows] y = v`` for the ``m`` coded rows of its Reduce
-(:func:`~elastic_coded.schemes.unified.reduce_groups`, known from the Shuffle plan).  The
-step's ``condition`` is the largest :func:`~elastic_coded.algebra.lagrange.solve_condition` over
-those row sets (cached per storage version, fastest servers and width: the same fastest
-servers give the same sets), and its bound ``1.01 gamma_{n + 10 m} kappa ||A||_F ||X||_F``, as
-for the other schemes (an estimate, not a proof, above ``m = 64``).  The real storage code is a Reed-Solomon code: its decodes are far
-worse conditioned than a Lagrange piece's (``m`` in the hundreds reaches ``1e9`` and beyond), and
-the report says so.
+(:func:`~elastic_coded.schemes.unified.reduce_groups`, known from the Shuffle plan).  The real
+storage code is a lane code (``schemes/unified/_lanes.py``): that solve is one small solve per
+lane (position of a batch), each lane's values computed from its own rows of ``A`` only, so
+each lane's error is bounded by its own :func:`~elastic_coded.algebra.lagrange.solve_condition`
+times its rows' share of ``||A||_F ||X||_F``, and the largest of them bounds the whole
+(:func:`~elastic_coded.schemes.unified.decode_condition`).  The step's ``condition`` is the
+largest over its row sets (cached per storage version, fastest servers and width: the same
+fastest servers give the same sets), and its bound ``1.01 gamma_{n + 10 d} kappa ||A||_F
+||X||_F``, as for the other schemes, with ``d`` the size of the largest solve
+(``StorageDesign.decode_size``: a lane's data rows; each coded row sums ``d`` terms, each lane
+solve is ``d x d``); exact up to lanes of 64 data rows, an estimate above.
 
 **Repair.**  A product that fails the check cannot tell which server lied (a wrong Map value
 reaches every server it is sent to).  So every server of ``Q`` hands over the Map result it
 kept (:meth:`~.worker.Machine.map_result`), and each is checked against a sketch of the coded
 storage ``G [A; 0]`` (row runs of the server's batches, a plain product's tolerance): a server
 whose values fail is caught.  The product is decoded at the driver from ``m`` coded rows that
-check, the systematic rows (``A``'s own) first; when the servers of ``Q`` that check hold fewer
-than ``m`` distinct rows, other servers not caught compute their Map again.  Fewer than ``m``
-rows that check raise :class:`~.verifying.VerificationError`: never a wrong product.
+check (:func:`~elastic_coded.schemes.unified.decoding_rows`: the systematic rows, ``A``'s own,
+first; over the reals lane-balanced); when the rows of the servers of ``Q`` that check do not
+decode, other servers not caught compute their Map again.  Rows that check and still do not
+decode raise :class:`~.verifying.VerificationError`: never a wrong product.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import ray
 
-from ..algebra.lagrange import rounding_bound, solve_condition
+from ..algebra.lagrange import rounding_bound
 from ..algebra.verify import check, make_sketch
 from ..schemes import unified as uni
 from ..schemes.policies import unified as upol
@@ -70,23 +75,29 @@ class UnifiedChecks:
     @staticmethod
     def _condition(run: UnifiedRun) -> float:
         d = run.storage.design
-        return max([1.0] + [solve_condition(np.asarray(d.generator)[list(rows)])
+        return max([1.0] + [uni.decode_condition(d, rows)
                             for k in run.fastest for rows in uni.reduce_groups(d, run.plan, k)])
 
     def bound(self, X, Y, kappa: float, run: UnifiedRun) -> tuple:
         """``(condition, error bound, relative bound)``: the honest error the check allows for
-        (its ``err_Y``: the decode is ``m x m`` in the design's padded ``m``)."""
+        (its ``err_Y``, with :meth:`terms`)."""
         from .verifying import _relative
 
-        b = rounding_bound(X.shape[0] + 10 * run.storage.design.m, kappa, self.ver.norms[0],
-                           float(np.linalg.norm(X)))
+        b = rounding_bound(X.shape[0] + self.terms(run.storage.design), kappa,
+                           self.ver.norms[0], float(np.linalg.norm(X)))
         return kappa, b, _relative(b, Y)
+
+    @staticmethod
+    def terms(design) -> int:
+        """The rounding terms of a decode beyond the Map's ``n``: ``10 d``, ``d`` the size of
+        its largest solve (``decode_size``), as ``10 L`` for a Lagrange piece."""
+        return 10 * design.decode_size
 
     def verify(self, cl, X, Y, run: UnifiedRun, state) -> tuple:
         """``(Y, kappa)``: the product checked, or repaired (module docstring)."""
         ver, F = self.ver, self.ver.F
         kappa = 1.0 if F.exact else self.condition(run)
-        terms = 10 * run.storage.design.m
+        terms = self.terms(run.storage.design)
         state.checked = True
         state.accepted[0] = check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms)
         if state.accepted[0]:
@@ -107,21 +118,20 @@ class UnifiedChecks:
             self._screen(sk, X, st, k, self._kept(cl, st, k), good, state)
         others = [k for k in range(len(st.servers)) if k not in run.fastest]
         for k in others:
-            if len(good) >= d.m:
+            if uni.decoding_rows(d, good) is not None:
                 break
             mach = st.servers[k]
             if mach not in cl._handles or mach in state.caught:
                 continue
             xref = xref if xref is not None else ray.put(X)
             self._screen(sk, X, st, k, self._map_again(cl, st, k, xref, state), good, state)
-        if len(good) < d.m:
-            self.ver._fail(cl, state, f"the product failed verification and only {len(good)} "
-                                      f"of the m = {d.m} coded rows it needs check")
-        rows = sorted(good, key=lambda r: (r >= d.m, r))[:d.m]  # the systematic rows first
+        rows = uni.decoding_rows(d, good)  # the systematic rows first
+        if rows is None:
+            self.ver._fail(cl, state, f"the product failed verification and the {len(good)} "
+                                      f"coded rows that check do not decode (m = {d.m})")
         V = np.stack([good[r] for r in rows])
-        G = np.asarray(d.generator)[rows]
-        Y = d.field.solve(G, V)[:st.m]
-        return Y, (1.0 if self.ver.F.exact else solve_condition(G))
+        Y = uni.reduce_outputs(d, rows, V)[:st.m]
+        return Y, uni.decode_condition(d, rows)
 
     def _coded_sketch(self, st):
         if st.version not in self._coded:
@@ -172,7 +182,7 @@ class UnifiedChecks:
 
     def _wrong_outputs(self, X, Y, run: UnifiedRun, kappa: float) -> list:
         """The outputs (columns) of the failed product that fail on their own."""
-        sk, terms = self.ver.sketches[0], 10 * run.storage.design.m
+        sk, terms = self.ver.sketches[0], self.terms(run.storage.design)
         return [j for j in range(X.shape[1])
                 if not check(sk, X[:, j:j + 1], Y[:, j:j + 1], condition=kappa,
                              extra_terms=terms)]

@@ -256,8 +256,8 @@ class Verifier:
 
     def _too_far(self, cl, condition, rel: float):
         why = f"decode condition {condition:.3g}" if condition is not None else "its decodes"
-        hint = {"unified": "fewer rows", "hetero": "a smaller code"}.get(self.family,
-                                                                         "a smaller L + S")
+        hint = {"unified": "a smaller q or K (its real decodes are lanes of q C(K, r) / K rows)",
+                "hetero": "a smaller code"}.get(self.family, "a smaller L + S")
         raise ToleranceExceeded(
             f"step {cl._step}: the estimated relative error {rel:.3g} ({why}) exceeds the "
             f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "

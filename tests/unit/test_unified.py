@@ -281,7 +281,7 @@ UNIFIED_NAMES = [
     "MuLike", "LoadBreakdown", "TradeoffPoint", "Tradeoff", "StorageDesign", "Segment",
     "Transmission", "ShufflePlan", "RunResult", "as_mu", "load_breakdown", "latency_load",
     "lower_bound", "tradeoff", "rows_multiple", "storage_design", "encode_storage", "map_compute",
-    "reduce_assignment", "shuffle_plan", "check_shuffle_plan", "encode_packet", "decode_packet",
+    "decoding_rows", "decode_condition", "reduce_assignment", "shuffle_plan", "check_shuffle_plan", "encode_packet", "decode_packet",
     "receive_packet", "reduce_outputs", "reduce_server", "reduce_groups", "received_rows", "run_in_process", "simulate_map_latency",
     "sample_map_latencies", "plot_tradeoff"]
 

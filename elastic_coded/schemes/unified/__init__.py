@@ -9,7 +9,8 @@ topic modules (import the names from here):
 * the theory (``_theory``): :func:`latency_load`, :func:`load_breakdown`, :func:`lower_bound`,
   :func:`tradeoff`; the parameter checks (``_params``): :func:`as_mu`;
 * the scheme as pure plans (frozen dataclasses): storage (``_storage``): :func:`rows_multiple`,
-  :func:`storage_design`, :func:`encode_storage`, :func:`map_compute`; shuffle (``_shuffle``):
+  :func:`storage_design`, :func:`encode_storage`, :func:`map_compute`, :func:`decoding_rows`,
+  :func:`decode_condition`; shuffle (``_shuffle``):
   :func:`reduce_assignment`, :func:`shuffle_plan`, :func:`check_shuffle_plan`,
   :func:`encode_packet`, :func:`decode_packet`, :func:`receive_packet`; reduce (``_reduce``):
   :func:`reduce_outputs`, :func:`reduce_server`, :func:`reduce_groups`, :func:`received_rows`;
@@ -62,7 +63,8 @@ from ._plot import plot_tradeoff
 from ._reduce import received_rows, reduce_groups, reduce_outputs, reduce_server
 from ._shuffle import (Segment, ShufflePlan, Transmission, check_shuffle_plan, decode_packet,
                        encode_packet, receive_packet, reduce_assignment, shuffle_plan)
-from ._storage import StorageDesign, encode_storage, map_compute, rows_multiple, storage_design
+from ._storage import (StorageDesign, decode_condition, decoding_rows, encode_storage, map_compute,
+                       rows_multiple, storage_design)
 from ._theory import (LoadBreakdown, Tradeoff, TradeoffPoint, latency_load, load_breakdown,
                       lower_bound, tradeoff)
 
@@ -85,6 +87,8 @@ __all__ = [
     "storage_design",
     "encode_storage",
     "map_compute",
+    "decoding_rows",
+    "decode_condition",
     "reduce_assignment",
     "shuffle_plan",
     "check_shuffle_plan",

@@ -14,11 +14,14 @@ def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.nda
     """Decode outputs from ``m`` distinct coded values: solve ``G[rows] y = values``.
 
     ``values`` is ``m`` or ``m x c`` (``c`` outputs sharing the same coded rows); returns the
-    ``A x_j`` (MATH.md §2, Reduce)."""
+    ``A x_j`` (MATH.md §2, Reduce).  Over the reals the rows must be lane-balanced and the solve
+    runs lane by lane (:mod:`._lanes`)."""
     rows = list(rows)
     if len(rows) != design.m or len(set(rows)) != design.m:
         raise ValueError(f"rows: need m = {design.m} distinct coded rows, got {len(rows)} "
                          f"({len(set(rows))} distinct)")
+    if design.lanes is not None:
+        return design.lanes.solve(rows, values)
     return design.field.solve(design.generator[rows], np.asarray(values))
 
 
@@ -37,12 +40,17 @@ def reduce_groups(design: StorageDesign, plan: ShufflePlan, k: int, got=None) ->
     """``{coded rows: [c, ...]}``: the ``m`` coded rows server ``k``'s Reduce decodes each of its
     outputs from (its own rows first, then those received by increasing row; ``got``: the rows
     received per output, default :func:`received_rows`), the outputs (``c``-th of
-    ``plan.outputs_of(k)``) sharing each row set together."""
+    ``plan.outputs_of(k)``) sharing each row set together.  A plan that chose them
+    (``plan.decode_rows``, the real lane code) gives one set for all of ``k``'s outputs."""
+    outs = plan.outputs_of(k)
+    chosen = plan.rows_for(k)
+    if chosen is not None:
+        return {chosen: list(range(len(outs)))} if outs else {}
     got = received_rows(plan, k) if got is None else got
     local = tuple(design.server_rows[k])
     local_set = set(local)
     groups: dict[tuple[int, ...], list[int]] = {}
-    for c, o in enumerate(plan.outputs_of(k)):
+    for c, o in enumerate(outs):
         extra = sorted(row for row in got.get(o, ()) if row not in local_set)
         groups.setdefault((local + tuple(extra))[:design.m], []).append(c)
     return groups

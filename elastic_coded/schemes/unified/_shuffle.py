@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ._lanes import complete, select
 from ._params import _check_int, _check_n_divisible
 from ._storage import StorageDesign, _segment_multiple, rows_multiple
 from ._theory import LoadBreakdown, load_breakdown
@@ -63,6 +64,10 @@ class ShufflePlan:
         transmissions: the packets, greedy multicast rounds first (largest ``j`` first), then
             the finishing round (unicast or one more multicast round).
         values_sent: total values on the wire; ``load``: ``values_sent / m``.
+        decode_rows: over the reals (the lane code), the ``m`` coded rows each server of ``Q``
+            decodes from (aligned with ``fastest``: its own rows first, in order, then the rows
+            received, increasing), chosen with the unicast rows (:mod:`._lanes`); empty over a
+            finite field, whose Reduce takes its first ``m`` rows (:func:`reduce_groups`).
     """
 
     fastest: tuple[int, ...]
@@ -73,6 +78,13 @@ class ShufflePlan:
     transmissions: tuple[Transmission, ...]
     values_sent: int
     load: Fraction
+    decode_rows: tuple[tuple[int, ...], ...] = ()
+
+    def rows_for(self, k: int) -> tuple[int, ...] | None:
+        """The coded rows server ``k`` decodes from when the plan chose them, else ``None``."""
+        if not self.decode_rows or k not in self.fastest:
+            return None
+        return self.decode_rows[self.fastest.index(k)]
 
     def outputs_of(self, k: int) -> tuple[int, ...]:
         """The outputs server ``k`` reduces (empty if ``k`` is not among the fastest)."""
@@ -132,11 +144,16 @@ def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> Shuff
     rows_by_S = _rows_by_holders(design, Q)
     transmissions = _multicast_rounds(th, Q, W, rows_by_S)
     if th.finish == "unicast":
-        transmissions.extend(_unicast_round(design, th, Q, W, rows_by_S))
+        held = _received(transmissions, Q) if design.lanes is not None else None
+        transmissions.extend(_unicast_round(design, th, Q, W, rows_by_S, held))
     values_sent = sum(t.size for t in transmissions)
+    decode_rows = ()
+    if design.lanes is not None:
+        got = _received(transmissions, Q)
+        decode_rows = tuple(_decode_rows(design, k, got[k]) for k in Q)
     plan = ShufflePlan(fastest=Q, assignment=assignment, m=m, N=N, theory=th,
                        transmissions=tuple(transmissions), values_sent=values_sent,
-                       load=Fraction(values_sent, m))
+                       load=Fraction(values_sent, m), decode_rows=decode_rows)
     if plan.load != th.L:  # pragma: no cover - an internal invariant
         raise AssertionError(f"shuffle plan load {plan.load} != theory {th.L}")
     return plan
@@ -186,11 +203,51 @@ def _multicast_rounds(th: LoadBreakdown, Q: tuple[int, ...], W: dict[int, tuple[
     return transmissions
 
 
+def _received(transmissions: Sequence[Transmission], Q: tuple[int, ...]) -> dict[int, set]:
+    """The coded rows each server of ``Q`` receives (for any of its outputs: each of them
+    receives the same rows)."""
+    got: dict[int, set] = {k: set() for k in Q}
+    for t in transmissions:
+        for seg in t.segments:
+            got[seg.receiver].update(seg.rows)
+    return got
+
+
+def _decode_rows(design: StorageDesign, k: int, received: set) -> tuple[int, ...]:
+    """Server ``k``'s ``m`` decode rows (real lane code): its own, then received rows that
+    :func:`~._lanes.complete` picks, increasing."""
+    local = tuple(design.server_rows[k])
+    rows = complete(design.lanes, set(local) | received, keep=local)
+    if rows is None:  # pragma: no cover - the plan delivers m lane-balanced rows
+        raise AssertionError(f"server {k}: the rows received do not decode")
+    own = set(local)
+    return local + tuple(sorted(r for r in rows if r not in own))
+
+
+def _lane_pick(design: StorageDesign, held: set, mine: list) -> list:
+    """The unicast rows for one receiver (real lane code): per class of lanes, the candidate
+    batches :func:`~._lanes.select` completes the batches ``held`` with (own and multicast
+    rows), as ``(S, row)`` in the candidates' order."""
+    lanes, beta = design.lanes, design.batch_size
+    order: dict[int, tuple] = {}
+    for S, row in mine:
+        order.setdefault(row // beta, S)
+    fixed = sorted({row // beta for row in held})
+    cands = list(order)
+    picked = []
+    for d, cs in lanes.classes().items():
+        for b in select(lanes.codes[d], fixed, cands, d - len(fixed)):
+            picked.extend((cands.index(b), int(c), order[b], b * beta + int(c)) for c in cs)
+    return [(S, row) for _, _, S, row in sorted(picked)]
+
+
 def _unicast_round(design: StorageDesign, th: LoadBreakdown, Q: tuple[int, ...],
-                   W: dict[int, tuple[int, ...]], rows_by_S) -> list[Transmission]:
+                   W: dict[int, tuple[int, ...]], rows_by_S, held=None) -> list[Transmission]:
     """Finish by unicast: each server gets ``residual * m`` more values per output, taken from
     batches held by fewer than ``s_q`` servers of ``Q`` (not yet delivered), each sent by the
-    least-loaded server holding it."""
+    least-loaded server holding it.  Over a finite field the first such rows; over the reals
+    (``held``: the rows each server has after the multicast rounds) the rows that make its
+    decode lane-balanced and well conditioned (:func:`_lane_pick`)."""
     need = int(th.residual * design.m)
     sent: dict[int, int] = {i: 0 for i in Q}
     packets: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -200,8 +257,14 @@ def _unicast_round(design: StorageDesign, th: LoadBreakdown, Q: tuple[int, ...],
         mine = [(S, row) for S, rows in cands_by_S if k not in S for row in rows]
         if len(mine) < need:  # pragma: no cover - excluded by the MDS counting argument
             raise AssertionError(f"server {k}: {len(mine)} candidate rows < {need} needed")
+        if held is None:
+            mine = mine[:need]
+        else:
+            mine = _lane_pick(design, held[k] | set(design.server_rows[k]), mine)
+            if len(mine) != need:  # pragma: no cover - the counts agree by construction
+                raise AssertionError(f"server {k}: {len(mine)} lane rows != {need} needed")
         for o in W[k]:
-            for S, row in mine[:need]:
+            for S, row in mine:
                 sender = min(S, key=lambda i: (sent[i], i))
                 sent[sender] += 1
                 packets.setdefault((sender, k), []).append((row, o))
@@ -239,6 +302,27 @@ def check_shuffle_plan(design: StorageDesign, plan: ShufflePlan) -> None:
         if len(rows) < design.m:
             raise ValueError(f"plan: server {k} ends with {len(rows)} < m = {design.m} coded "
                              f"values for output {o}")
+    if design.lanes is not None:
+        _check_decode_rows(design, plan, held)
+
+
+def _check_decode_rows(design: StorageDesign, plan: ShufflePlan, held: dict) -> None:
+    """The real lane code's decode rows: one set per server of ``Q``, its own rows first, held
+    for every output it reduces, lane-balanced."""
+    if len(plan.decode_rows) != len(plan.fastest):
+        raise ValueError(f"plan: decode_rows names {len(plan.decode_rows)} row sets for "
+                         f"q = {len(plan.fastest)} servers")
+    for k, rows in zip(plan.fastest, plan.decode_rows):
+        local = tuple(design.server_rows[k])
+        if tuple(rows[:len(local)]) != local:
+            raise ValueError(f"plan: server {k}'s decode rows must start with its own rows")
+        for o in plan.outputs_of(k):
+            if not set(rows) <= held[(k, o)]:
+                raise ValueError(f"plan: server {k} decodes output {o} from rows it lacks")
+        try:
+            design.lanes.groups(rows)
+        except ValueError as exc:
+            raise ValueError(f"plan: server {k}'s decode rows: {exc}") from None
 
 
 def encode_packet(design: StorageDesign, t: Transmission, sender_map: np.ndarray) -> np.ndarray:

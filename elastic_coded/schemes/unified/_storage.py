@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ...algebra.fields import Field, field as _make_field
+from ._lanes import LaneCode, complete, lane_code
 from ._params import MuLike, _check_int, _check_n_divisible, _check_q, as_mu
 from ._theory import LoadBreakdown, load_breakdown
 
@@ -49,16 +50,17 @@ def rows_multiple(K: int, mu: MuLike, N: int, q: int) -> int:
 
 
 def _mds_generator(fld: Field, n_coded: int, m: int) -> np.ndarray:
-    """A systematic MDS generator (``n_coded x m``): a Reed-Solomon code in the Lagrange basis.
+    """A systematic MDS generator (``n_coded x m``): a Reed-Solomon code in the Lagrange basis,
+    the storage code over finite fields (the reals use :mod:`._lanes`).
 
     Coded row ``i`` is the evaluation at a point ``alpha_i`` of the polynomial of degree ``< m``
     that takes the data rows' values at ``alpha_0 .. alpha_{m-1}``:
     ``G[i, j] = prod_{l != j} (alpha_i - alpha_l) / (alpha_j - alpha_l)``.  Any ``m`` rows form
     an invertible interpolation matrix (distinct points), so any ``m`` coded rows decode.  The
     points ``field.points(n_coded)`` are assigned to rows in a golden-ratio order, so that every
-    batch (a run of consecutive rows) and the data rows are spread over all the points: over the
-    reals (Chebyshev points) this keeps the decoding matrices well conditioned; over a finite
-    field the order does not matter.
+    batch (a run of consecutive rows) and the data rows are spread over all the points (over a
+    finite field the order does not matter; over the reals, Chebyshev points, the code is
+    exact in exact arithmetic but its decodes are ill-conditioned beyond a few dozen rows).
     """
     if n_coded == m:
         return fld.eye(m)
@@ -89,9 +91,12 @@ def _mds_generator(fld: Field, n_coded: int, m: int) -> np.ndarray:
 class StorageDesign:
     """Coded storage (MATH.md §2, storage design).
 
-    ``(K/q) m`` coded rows ``C = G A`` (``G`` a systematic MDS generator), split into
-    ``C(K, r)`` batches of ``batch_size`` consecutive rows; batch ``b`` is stored on every
-    server of ``batches[b]`` (``r = floor(mu q)`` servers).
+    ``(K/q) m`` coded rows ``C = G A`` (``G`` systematic), split into ``C(K, r)`` batches of
+    ``batch_size`` consecutive rows; batch ``b`` is stored on every server of ``batches[b]``
+    (``r = floor(mu q)`` servers).  Over a finite field ``G`` is one Reed-Solomon code (any
+    ``m`` coded rows decode); over the reals it is a lane code (``lanes``, :mod:`._lanes`): one
+    small code per position of a batch, and ``m`` coded rows decode when they are
+    lane-balanced (:func:`decoding_rows`).
 
     Attributes:
         K, mu, q, m: the parameters (``mu`` as given, a Fraction); ``r`` and ``mu_bar = r/q``.
@@ -100,6 +105,7 @@ class StorageDesign:
         server_rows: for each server, the (increasing) coded rows it stores.
         generator: the ``n_coded x m`` generator ``G`` over ``field``.
         field: the field.
+        lanes: the real field's :class:`~._lanes.LaneCode`; ``None`` over a finite field.
     """
 
     K: int
@@ -114,6 +120,13 @@ class StorageDesign:
     server_rows: tuple[tuple[int, ...], ...]
     generator: np.ndarray = dc_field(repr=False, compare=False)
     field: Field = dc_field(repr=False, compare=False)
+    lanes: LaneCode | None = dc_field(default=None, repr=False, compare=False)
+
+    @property
+    def decode_size(self) -> int:
+        """The size of the Reduce's largest solve: the lane code's largest ``d`` over the reals,
+        ``m`` over a finite field (one solve of all ``m`` rows)."""
+        return max(self.lanes.codes) if self.lanes is not None else self.m
 
     def batch_rows(self, b: int) -> range:
         """Coded rows of batch ``b``."""
@@ -155,10 +168,59 @@ def storage_design(K: int, mu: MuLike, q: int, m: int, field: Field | str = "rea
         tuple(row for b, T in enumerate(batches) if k in T
               for row in range(b * beta, (b + 1) * beta))
         for k in range(K))
-    G = _mds_generator(fld, n_coded, m)
+    lanes = None if fld.exact else lane_code(n_batches, beta, m,
+                                             _fixed_sets(K, mu_f, q, batches))
+    G = _mds_generator(fld, n_coded, m) if lanes is None else lanes.generator()
     return StorageDesign(K=K, mu=mu_f, q=q, m=m, r=r, mu_bar=Fraction(r, q), n_coded=n_coded,
                          batch_size=beta, batches=batches, server_rows=server_rows, generator=G,
-                         field=fld)
+                         field=fld, lanes=lanes)
+
+
+def _fixed_sets(K: int, mu: Fraction, q: int, batches, limit: int = 200) -> list | None:
+    """The batches each server of the fastest ``Q`` decodes from when the Shuffle has no choice
+    to make (no unicast round, no surplus): its own and those held by at least ``s_q`` servers
+    of ``Q`` (MATH.md §2), for every ``Q`` or a seeded sample of ``limit`` of them; ``None``
+    when the Shuffle chooses."""
+    th = load_breakdown(K, mu, q, q)
+    if th.finish != "none" or th.r >= q:
+        return None
+    if math.comb(K, q) <= limit:
+        Qs = list(itertools.combinations(range(K), q))
+    else:
+        rng = np.random.default_rng([K, q, th.r])
+        Qs = [tuple(sorted(rng.permutation(K)[:q].tolist())) for _ in range(limit)]
+    sets = []
+    for Q in Qs:
+        Qset = set(Q)
+        for k in Q:
+            sets.append(tuple(b for b, T in enumerate(batches)
+                              if k in T or len(Qset.intersection(T)) >= th.s_q))
+    return sets
+
+
+def decoding_rows(design: StorageDesign, available: Sequence[int]) -> list | None:
+    """``m`` of the coded rows ``available`` that decode, the systematic rows (``A``'s own) first,
+    or ``None`` when they cannot.  Over a finite field any ``m`` distinct rows do (then by
+    increasing row); over the reals the rows must be lane-balanced, and where a lane has more
+    than it needs, :func:`~._lanes.select` picks among them."""
+    if design.lanes is not None:
+        return complete(design.lanes, available)
+    rows = sorted(set(int(r) for r in available), key=lambda r: (r >= design.m, r))
+    return rows[:design.m] if len(rows) >= design.m else None
+
+
+def decode_condition(design: StorageDesign, rows: Sequence[int]) -> float:
+    """The amplification factor of decoding from the coded ``rows`` (``1`` over a finite
+    field): :func:`~elastic_coded.algebra.lagrange.solve_condition` of ``G[rows]``, or, for the
+    real lane code, the largest of its lanes' solves (the decode is one solve per lane, and each
+    lane's error bound holds with its own factor)."""
+    if design.field.exact:
+        return 1.0
+    if design.lanes is not None:
+        return design.lanes.condition(rows)
+    from ...algebra.lagrange import solve_condition
+
+    return solve_condition(np.asarray(design.generator)[list(rows)])
 
 
 def encode_storage(design: StorageDesign, A) -> tuple[np.ndarray, ...]:
