@@ -218,6 +218,62 @@ def locate_cost(quick: bool) -> list[dict]:
 
 
 # -- report ----------------------------------------------------------------------------------------
+UNIFIED_CASES = [(6, 4, 240), (10, 4, 960), (10, 6, 960), (16, 4, 960), (20, 4, 960)]
+QUICK_UNIFIED = [(6, 4, 240), (10, 4, 960)]
+UNIFIED_GOAL = (1e4, 1e-9)  # the issue's goals at K = 10, m = 960: worst condition, error
+
+
+def unified_conditioning(quick: bool) -> list[dict]:
+    """The unified scheme's real lane code (mu = 1/2): the worst Reduce condition over every set
+    of ``q`` fastest servers (each server's lane solves, ``decode_condition``), and the relative
+    error of the product decoded in process at the worst set."""
+    import itertools
+    from fractions import Fraction
+
+    from elastic_coded.algebra import relative_error
+    from elastic_coded.schemes.unified import (decode_condition, reduce_groups, rows_multiple,
+                                               run_in_process, shuffle_plan, storage_design)
+
+    out, R = [], field("real")
+    for K, q, m in (QUICK_UNIFIED if quick else UNIFIED_CASES):
+        t0 = time.perf_counter()
+        step = rows_multiple(K, Fraction(1, 2), q, q)
+        m = -(-m // step) * step  # padded as the runtime pads A
+        d = storage_design(K, Fraction(1, 2), q, m, R)
+        worst, worst_Q, conds = -1.0, None, []
+        for Q in itertools.combinations(range(K), q):
+            plan = shuffle_plan(d, Q, q)  # N = q columns: one output per server
+            c = max(decode_condition(d, rows) for k in Q
+                    for rows in reduce_groups(d, plan, k))
+            conds.append(c)
+            if c > worst:
+                worst, worst_Q = c, Q
+        rng = np.random.default_rng(K * 1000 + m)
+        A, X = rng.standard_normal((d.m, 16)), rng.standard_normal((16, 2 * q))
+        res = run_in_process(A, X, K, Fraction(1, 2), q, R, fastest=worst_Q)
+        out.append({"K": K, "q": q, "m": d.m, "sets": len(conds), "worst_condition": worst,
+                    "median_condition": float(np.median(conds)),
+                    "error_at_worst": float(relative_error(res.outputs, A @ X)),
+                    "seconds": time.perf_counter() - t0})
+        print(f"  unified K={K} q={q} m={d.m}: worst {worst:.3g}", flush=True)
+    return out
+
+
+def unified_markdown(rows: list) -> list[str]:
+    lines = ["", "## The unified scheme's real storage code (lane code, mu = 1/2)", "",
+             "Worst Reduce condition over every set of `q` fastest servers (the largest lane "
+             "solve of any of them), and the relative error of the product decoded at the worst "
+             "set.  Goal (at `K = 10, m = 960`): condition <= 1e4, error <= 1e-9.", "",
+             "| K | q | m (padded) | fastest sets | worst condition | median | error at worst "
+             "| within the goal |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ok = r["worst_condition"] <= UNIFIED_GOAL[0] and r["error_at_worst"] <= UNIFIED_GOAL[1]
+        lines.append(f"| {r['K']} | {r['q']} | {r['m']} | {r['sets']} | "
+                     f"{r['worst_condition']:.3g} | {r['median_condition']:.3g} | "
+                     f"{r['error_at_worst']:.2g} | {'yes' if ok else 'no'} |")
+    return lines
+
+
 def to_markdown(res: dict) -> str:
     lines = ["# Decode conditioning and check cost", "",
              f"`{res['command']}` ({res['wall_s']:.0f} s, {res['machine']['cpus']} CPUs).", "",
@@ -269,6 +325,7 @@ def to_markdown(res: dict) -> str:
                      f"{r['cached_condition_s']:.2g} | " if "cached_condition_s" in r else
                      f"| {r['what']} | {r['seconds']:.2g} | - | ")
         lines[-1] += f"{r.get('improved_pieces', '-')} |"
+    lines += unified_markdown(res.get("unified", []))
     lines += ["", "## Cost of a sketch check against the step's product", "",
               "| field | m x n x r | t | matmul s | check s | check/matmul | piece matmul s | "
               "piece check s | piece check/matmul | make_sketch s | tolerance / scale | CPU idle |",
@@ -302,9 +359,11 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
                        "numpy": np.__version__}}
     print("conditioning:", flush=True)
     res["conditioning"] = conditioning(quick)
-    print("check cost:", flush=True)
+    print("unified lane code:", flush=True)
+    res["unified"] = unified_conditioning(quick)
     print("tolerance cost:", flush=True)
     res["tolerance_cost"] = tolerance_cost(quick)
+    print("check cost:", flush=True)
     res["check_cost"] = check_cost(quick)
     res["locate_cost"] = locate_cost(quick)
     res["wall_s"] = time.perf_counter() - t0
