@@ -17,9 +17,11 @@ _LAZY = {
     "cyclic_placement": "schemes.usctec", "design_placement": "schemes.usctec",
     "plan_step": "schemes.usctec", "validate": "schemes.usctec",
     "expected_time": "schemes.usctec", "SpeedModel": "schemes.usctec",
-    "Placement": "schemes.plan", "StepPlan": "schemes.plan", "PlanError": "schemes.plan",
+    "Placement": "schemes.plan", "StepPlan": "schemes.plan",
     "ChurnScript": "churn", "load_churn": "churn", "parse_churn": "churn",
-    "VerificationError": "runtime.verifying", "ToleranceExceeded": "runtime.verifying",
+    **{name: "errors" for name in ("ElasticCodedError", "ConfigError", "PlanError",
+                                   "BudgetError", "ShortOfMachines", "StepFailed",
+                                   "VerificationError", "ToleranceExceeded")},
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -38,15 +38,12 @@ from typing import Any, Mapping
 from .algebra.fields import field as make_field
 from .algebra.verify import DEFAULT_TOLERANCE
 from .churn import ChurnScript, load_churn, parse_churn
-from .schemes.policies import FAMILY, parse_options
+from .errors import ConfigError
+from .schemes.policies import family_of, parse_options, policy_names
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
 
 JOBS = ("matmul", "power_iteration", "subspace_iteration", "regression")
-
-
-class ConfigError(ValueError):
-    """A configuration key has a value that breaks its rule."""
 
 
 @dataclass(frozen=True)
@@ -143,15 +140,15 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     if job in ("power_iteration", "subspace_iteration", "regression") and make_field(fld).exact:
         raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
     policy = doc.get("policy", "usctec-auto")
-    if policy not in FAMILY:
-        raise _err("policy", policy, f"must be one of {sorted(FAMILY)}")
+    if policy not in policy_names():
+        raise _err("policy", policy, f"must be one of {list(policy_names())}")
     options, masters = _policy_options(doc, policy, job)
     placement = doc.get("placement", "design")
     if placement not in ("design", "cyclic"):
         raise _err("placement", placement, "must be 'design' or 'cyclic'")
     L = _int(doc, "L", 4, 1)
     S = _int(doc, "S", 2, 0)
-    machines = _machines(doc.get("machines", 8), L + S if FAMILY[policy] == "usctec" else 1)
+    machines = _machines(doc.get("machines", 8), L + S if family_of(policy) == "usctec" else 1)
     churn = doc.get("churn")
     try:
         if isinstance(churn, str):
@@ -243,7 +240,7 @@ def _policy_options(doc: Mapping, policy: str, job: str):
         options = parse_options(policy, dict(opts))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config key 'options': {exc}") from None
-    if FAMILY[policy] != "usctec" and job != "matmul":
+    if family_of(policy) != "usctec" and job != "matmul":
         raise _err("job", job, f"must be 'matmul' for policy {policy!r}")
     masters = doc.get("masters")
     if policy != "hetero":

@@ -17,7 +17,7 @@ import numpy as np
 
 from .algebra.fields import field as make_field, relative_error
 from .config import RunConfig
-from .schemes.policies import FAMILY
+from .schemes.policies import family_of
 
 __all__ = ["JobResult", "JobInterrupted", "run_job", "make_problem", "Progress"]
 
@@ -159,7 +159,7 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
               time_scale=cfg.time_scale, churn=cfg.churn, seed=cfg.seed,
               allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus,
               machines_per_process=cfg.machines_per_process)
-    if cfg.L is not None and cfg.S is not None and FAMILY[cfg.policy] == "usctec":
+    if cfg.L is not None and cfg.S is not None and family_of(cfg.policy) == "usctec":
         kw.update(L=cfg.L, S=cfg.S)
     if cfg.options is not None:
         kw.update({f.name: getattr(cfg.options, f.name) for f in fields(cfg.options)})

@@ -63,6 +63,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import ElasticCodedError
 from .fields import Field, field as make_field
 from ._basis import basis_matrix as _basis_matrix
 from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
@@ -327,7 +328,7 @@ def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.n
 
 
 # -- fault location --------------------------------------------------------------------------------
-class FaultLocationError(ValueError):
+class FaultLocationError(ElasticCodedError, ValueError):
     """The results are inconsistent but the faulty ones cannot be told apart (too many)."""
 
 

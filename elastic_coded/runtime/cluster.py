@@ -29,7 +29,8 @@ from ..algebra.mds import mds_code
 from ..algebra.scaling import max_exponent
 from ..churn import CAUGHT_LIMIT, ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
-from ..schemes.plan import ShortOfMachines
+from ..errors import ShortOfMachines, StepFailed
+from ..schemes.registry import added_policies
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
 from . import events as churn_events, inputs, membership as mem
@@ -221,7 +222,8 @@ class ElasticCluster:
                 sources=sources, time_scale=self.time_scale, placement=placement, seed=seed,
                 learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,
                 default_storage=storage, health_interval=health_interval,
-                options=self.options, masters=masters, machines_per_process=hosted)
+                options=self.options, masters=masters, machines_per_process=hosted,
+                policies=added_policies())
             self.controller = self._new_controller()
             self._handles, self._specs, self._storage = ray.get(
                 self.controller.start.remote(specs))
@@ -361,7 +363,7 @@ class ElasticCluster:
             raise ValueError(f"policy: {policy!r} needs {family_of(policy)} storage; this "
                              f"cluster stores for {self.family}")
         if self._closed:
-            raise RuntimeError("cluster: already shut down")
+            raise StepFailed("cluster: already shut down")
         X, shape, n_cols = inputs.step_inputs(self, B)
         X, k = inputs.scale(self, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
         ev = churn_events.apply(self, events)

@@ -20,8 +20,9 @@ import numpy as np
 import ray
 
 from ..machines import MachineSpec
-from ..schemes.plan import PlanError, ShortOfMachines
+from ..errors import BudgetError, PlanError, ShortOfMachines, StepFailed
 from ..schemes.policies.rules import assign_recovery
+from ..schemes.registry import REGISTRY, register_policy
 from ..schemes.wire import Joined, Reassignment, Rescued, Snapshot
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .drain import Drains, draining_nodes, node_states
@@ -99,9 +100,12 @@ class Controller:
                  time_scale: float, placement: str = "design", seed: int = 0,
                  learn_speeds: bool = True, auto: dict | None = None, ping_timeout: float = 5.0,
                  default_storage: float = 1.0, health_interval: float = 1.0, options=None,
-                 masters: tuple = (), machines_per_process: int = 1):
+                 masters: tuple = (), machines_per_process: int = 1, policies: tuple = ()):
         from ..algebra.fields import field as make_field
 
+        for p in policies:  # registered in the driver (register_policy): known here too
+            if p.name not in REGISTRY:
+                register_policy(p)
         self.q = int(num_rows)
         self.L, self.S = int(L), int(S)
         self.field_spec = field_spec
@@ -218,7 +222,7 @@ class Controller:
         await self._spawn(specs)
         dead = await self._store(self.keeper.start(specs))
         if dead:
-            raise RuntimeError(f"machines {dead} died while receiving their rows: "
+            raise StepFailed(f"machines {dead} died while receiving their rows: "
                                f"{[self._why.get(m) for m in dead]}")
         await self.ping_all()
         self._apply_deaths()
@@ -277,7 +281,7 @@ class Controller:
                 await self._spawn([s], prefix)
                 moved = self.keeper.join(s)
                 if await self._store(moved):
-                    raise RuntimeError(f"machine {s.id!r} died while receiving its rows")
+                    raise StepFailed(f"machine {s.id!r} died while receiving its rows")
                 moved_total += sum(b - a for _, a, b, _ in moved)
         except BaseException:
             for m in joined:
@@ -425,7 +429,7 @@ class Controller:
                 await self._shrink({**self._deferred, **shrink})
                 self._deferred = {}
             return copied
-        raise RuntimeError("storage repair did not settle")
+        raise StepFailed("storage: the repair did not settle")
 
     def _repair_plan(self, S: int, request) -> tuple[list, dict]:
         if self.keeper.family == "unified":
@@ -434,8 +438,8 @@ class Controller:
         for s in range(S, -1, -1):
             try:
                 out = self.keeper.repair(s)
-            except ValueError as exc:
-                if not str(exc).startswith("budgets:") or s == 0:
+            except BudgetError:
+                if s == 0:
                     raise
                 continue
             if s < S:
@@ -552,7 +556,7 @@ class Controller:
                 return Rescued(n, self.members[n].handle, tuple((a, b) for _, a, b, _ in moves))
             self._drop(n)
             live.remove(n)
-        raise RuntimeError(f"rescue: no live machine could take master {m}'s coded rows")
+        raise StepFailed(f"rescue: no live machine could take master {m}'s coded rows")
 
     async def report(self, policy: str, measured: dict, t_total: float, t_decode: float,
                      stragglers: int) -> None:

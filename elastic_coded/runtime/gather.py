@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import ray
 
+from ..errors import StepFailed
 from ..schemes.wire import Call, CallResult
 from .drain import is_preempted
 
@@ -111,7 +112,7 @@ class Gather:
                         c.settle()
                         if c.done:
                             break
-                    raise RuntimeError("step: results ran out before every output decoded")
+                    raise StepFailed("step: results ran out before every output decoded")
                 timeout = next_backup_s() if next_backup_s is not None else None
                 ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
                 if not ready:

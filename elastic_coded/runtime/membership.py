@@ -24,6 +24,7 @@ import os
 import ray
 
 from ..machines import machine_specs
+from ..errors import ElasticCodedError, StepFailed
 from ..schemes.wire import Member
 
 __all__ = ["call", "revive", "forget", "add", "remove", "CALL_TRIES", "REVIVE_TRIES"]
@@ -44,7 +45,7 @@ def call(cl, method: str, *args, retry=None):
         try:
             return ray.get(getattr(cl.controller, method).remote(*args))
         except ray.exceptions.RayTaskError as exc:
-            if isinstance(exc.cause, (ValueError, TypeError)):
+            if isinstance(exc.cause, (ElasticCodedError, ValueError, TypeError)):
                 raise exc.cause from None
             raise
         except ray.exceptions.RayActorError as exc:
@@ -84,7 +85,7 @@ def revive(cl) -> None:
         cl._present = None
         cl._epoch += 1
         return
-    raise RuntimeError(f"controller: {REVIVE_TRIES} new controllers in a row died while taking "
+    raise StepFailed(f"controller: {REVIVE_TRIES} new controllers in a row died while taking "
                        f"over from the one that died (last: {str(last).splitlines()[0]}); the "
                        f"workers still run, and the next call starts another") from None
 

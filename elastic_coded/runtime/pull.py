@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import ray
 
+from ..errors import StepFailed
 from ..schemes.policies import pull as pl
 from ..schemes.policies.collect import LagrangeCollector
 from ..schemes.reference import assemble
@@ -203,7 +204,7 @@ class _Loop:
                 if not g.pending:
                     self._rescue()
                     if not g.pending:
-                        raise RuntimeError("step: results ran out before every output decoded")
+                        raise StepFailed("step: results ran out before every output decoded")
                 idle = self.tick is not None and any(
                     self.q.calls_in_flight(m) < self.depth for m in self._live())
                 ready, _ = ray.wait(list(g.pending), num_returns=1,

@@ -21,12 +21,13 @@ import numpy as np
 import ray
 
 from ..algebra.lagrange import lagrange_code
+from ..errors import StepFailed
 from ..schemes.policies import hetero as het
 from ..schemes.policies import rules
 from ..schemes.policies import unified as uni
 from ..schemes.policies.collect import LagrangeCollector, MDSCollector
 from ..schemes.reference import assemble
-from ..schemes.registry import PULL, SPECULATION
+from ..schemes.registry import policy_of
 from ..schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
 from ..schemes.wire import Call, TaskSpec
 from .gather import Gather, QuorumCollector
@@ -60,7 +61,7 @@ def _crash(m, ev) -> float | None:
 def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
     """USCTEC-family step (see the module docstring); the pull policies run
     :func:`~.pull.run_pull`."""
-    if policy in PULL:
+    if policy_of(policy).pulls:
         from .pull import run_pull
 
         return run_pull(cl, B, policy, ev, prep)
@@ -89,7 +90,7 @@ def run_lagrange(cl, B: np.ndarray, policy: str, ev, prep):
         specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
         g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
                                  crash_at=_crash(m, ev)))
-    factor = SPECULATION.get(policy, cl.deadline)
+    factor = policy_of(policy).speculation or cl.deadline
     if factor:
         g.backup = _speculator(g, factor, lambda: cl._ctrl("holders_of", plan),
                                col, step, total)
@@ -232,14 +233,14 @@ def run_unified(cl, X: np.ndarray, ev, prep, attempts: int = 3):
             return Y, out
         except _TooFewServers as exc:
             if attempt == attempts - 1:
-                raise RuntimeError(f"step {cl._step}: {exc}; re-encoding did not help") from None
+                raise StepFailed(f"step {cl._step}: {exc}; re-encoding did not help") from None
             cl._ctrl("mark_dead", list(exc.dead))
             ev = type(ev)(slow=ev.slow)
             prep, _ = cl._prepare(cl.policy, X.shape[1])
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _TooFewServers(RuntimeError):
+class _TooFewServers(StepFailed):
     def __init__(self, msg: str, dead):
         super().__init__(msg)
         self.dead = tuple(dead)

@@ -57,6 +57,7 @@ from ..algebra.lagrange import UNIT_ROUNDOFF, rounding_bound
 from ..algebra.scaling import norm
 from ..algebra.verify import DEFAULT_TOLERANCE, check, check_piece, make_sketch
 from ..churn import CAUGHT_LIMIT
+from ..errors import ToleranceExceeded, VerificationError
 from ..schemes.policies.collect import decode_mds
 from ..schemes.reference import assemble
 from ..schemes.wire import Call, TaskSpec
@@ -67,25 +68,6 @@ __all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded"]
 log = logging.getLogger(__name__)
 
 
-
-class VerificationError(RuntimeError):
-    """A step's product failed verification and could not be repaired (``caught``: the machines
-    whose results were found wrong)."""
-
-    def __init__(self, msg: str, caught=()):
-        super().__init__(msg)
-        self.caught = tuple(caught)
-
-
-class ToleranceExceeded(RuntimeError):
-    """A real-field step's product could not be had within the ``tolerance``: its estimated
-    error still exceeds it after decoding again from better-conditioned results (or, under
-    ``strict=True``, its error bound does).  ``condition`` and ``estimate`` (relative) say how
-    far it was."""
-
-    def __init__(self, msg: str, condition=None, estimate=None):
-        super().__init__(msg)
-        self.condition, self.estimate = condition, estimate
 
 PATIENCE_MARGIN = 100.0
 """A piece waits for better-conditioned results while its condition exceeds

@@ -10,26 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Hashable, Iterator
 
+from ..errors import BudgetError, PlanError, ShortOfMachines  # noqa: F401  (their old home)
+
 __all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError",
            "ShortOfMachines"]
 
 MachineId = Hashable
-
-
-class PlanError(ValueError):
-    """A plan violates one of the constraints (9b)-(9f) of the USCTEC seed (MATH.md §1)."""
-
-
-class ShortOfMachines(PlanError):
-    """Fewer machines present, or storage within the budgets, than ``L+S`` needs; ``S_max`` is
-    the largest ``S`` a step can run with now (``allow_lower_S`` runs with it)."""
-
-    def __init__(self, message: str, S_max: int):
-        super().__init__(message)
-        self.S_max = int(S_max)
-
-    def __reduce__(self):
-        return (ShortOfMachines, (str(self), self.S_max))
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,22 @@
-"""Policies by name (DESIGN.md principle 3): a policy turns the step state into a StepPlan.
+"""Policies by name (DESIGN.md principle 3): one :class:`Policy` value per policy, in one
+registry that the runtime, the simulator, the config and the CLI all read.
 
-Every entry is a pure function ``(placement, available, speeds, L, S) -> StepPlan``; the runtime and
-the simulator look policies up here.  Imports are lazy, and an unknown name gets an error listing
-the known ones.
+A USCTEC-family policy's plan is a pure function ``(placement, available, speeds, L, S) ->
+StepPlan``; its execution (whole or pulled), speculation, uncoded split and speed blindness are
+fields of its value, not entries in separate tables.  Imports are lazy, and an unknown name gets
+an error listing the known ones.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-__all__ = ["get_policy", "POLICIES", "SPECULATION", "UNCODED", "PULL", "usctec_plan",
+__all__ = ["Policy", "REGISTRY", "FAMILIES", "register_policy", "unregister_policy", "policy_of",
+           "added_policies",
+           "get_policy", "usctec_plan",
            "uncoded_plan", "cyclic_plan", "proportional_plan", "usctec_pull_plan", "usctec_auto_plan",
            "dynamic_plan",
            "ideal_time", "step_code"]
@@ -69,30 +74,106 @@ def dynamic_plan(placement, available, speeds, L, S):
     return plan(placement, available, speeds, 1, 0)
 
 
-POLICIES: dict[str, Callable] = {
-    "usctec-auto": usctec_auto_plan,
-    "usctec-pull": usctec_pull_plan,
-    "usctec": usctec_plan,
-    "dynamic": dynamic_plan,
-    "proportional": proportional_plan,
-    "cyclic": cyclic_plan,
-    "uncoded": uncoded_plan,
-    # the uncoded split, executed with speculative backup tasks (see SPECULATION)
-    "speculative": uncoded_plan,
-}
+@dataclass(frozen=True)
+class Policy:
+    """Everything the runtime, the simulator, the config and the CLI know about one policy.
 
-PULL = frozenset({"usctec-auto", "usctec-pull", "dynamic"})
-"""Policies executed by pulling units (:mod:`elastic_coded.runtime.pull`) rather than by
-dispatching the whole plan at once."""
+    ``family``: what the machines store (``usctec``, ``unified``, ``hetero``).  ``plan``: the
+    plan function ``(placement, available, speeds, L, S) -> StepPlan`` (USCTEC family; ``None``
+    for the other families, whose storage is their plan).  ``execution``: ``"whole"`` (the plan
+    dispatched at once) or ``"pull"`` (units pulled as machines free up, :mod:`.policies.pull`);
+    the other families run their own executor (``"unified"``, ``"hetero"``).  ``speculation``:
+    the multiple of the median task time after which a running task gets a backup copy
+    (``None``: none).  ``uncoded``: the plan is the uncoded split (``L = 1, S = 0``).
+    ``speed_blind``: the plan ignores the speed estimates (the simulator caches it without
+    them)."""
 
-#: Policies whose execution launches backup copies: a task running longer than this multiple of
-#: the median completed task's time gets a copy on a machine holding a replica of its rows, and
-#: the first copy to finish wins (Spark's speculation, cubed's backup rule).
-SPECULATION: dict[str, float] = {"speculative": 1.5}
+    name: str
+    family: str
+    plan: Callable | None = None
+    execution: str = "whole"
+    speculation: float | None = None
+    uncoded: bool = False
+    speed_blind: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: a policy's name is a non-empty string, got {self.name!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family: one of {FAMILIES}, got {self.family!r}")
+        want = ("whole", "pull") if self.family == "usctec" else (self.family,)
+        if self.execution not in want:
+            raise ValueError(f"execution: a {self.family} policy runs {want}, got "
+                             f"{self.execution!r}")
+        if (self.plan is None) != (self.family != "usctec"):
+            raise ValueError(f"plan: a plan function for the usctec family (only), got "
+                             f"{self.plan!r} for {self.family}")
+        if self.speculation is not None and not (self.speculation > 1 and
+                                                 self.execution == "whole"):
+            raise ValueError(f"speculation: a multiple > 1 on a whole plan, got "
+                             f"{self.speculation!r} ({self.execution})")
+
+    @property
+    def pulls(self) -> bool:
+        return self.execution == "pull"
 
 
-UNCODED = frozenset({"uncoded", "speculative", "dynamic", "proportional"})
-"""Policies that plan the uncoded split (``L = 1, S = 0``)."""
+FAMILIES = ("usctec", "unified", "hetero")
+
+REGISTRY: dict[str, Policy] = {}
+"""Every policy by name, in the order listed (:func:`register_policy` adds one)."""
+
+
+def register_policy(policy: Policy) -> Policy:
+    """Add ``policy`` to the registry (a name already there is an error); the runtime, the
+    simulator, the config and the CLI then know it.  Returns it."""
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy: a Policy, got {type(policy).__name__}")
+    if policy.name in REGISTRY:
+        raise ValueError(f"policy: {policy.name!r} is already registered")
+    REGISTRY[policy.name] = policy
+    return policy
+
+
+def unregister_policy(name: str) -> None:
+    """Take a policy added by :func:`register_policy` out again (tests)."""
+    if name in _BUILT_IN:
+        raise ValueError(f"policy: {name!r} is built in")
+    REGISTRY.pop(name, None)
+
+
+def added_policies() -> tuple:
+    """The policies registered beyond the built-in ones (a driver sends them to its
+    controller, which registers them in its own process)."""
+    return tuple(p for n, p in REGISTRY.items() if n not in _BUILT_IN)
+
+
+def policy_of(name) -> Policy:
+    """The registered policy ``name``; an unknown name gets an error listing the known ones."""
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"policy: unknown policy {name!r}; known: {sorted(REGISTRY)}") from None
+
+
+for _p in (
+    Policy("usctec-auto", "usctec", usctec_auto_plan, "pull"),
+    Policy("usctec-pull", "usctec", usctec_pull_plan, "pull"),
+    Policy("usctec", "usctec", usctec_plan),
+    Policy("dynamic", "usctec", dynamic_plan, "pull", uncoded=True),
+    Policy("proportional", "usctec", proportional_plan, uncoded=True),
+    Policy("cyclic", "usctec", cyclic_plan, speed_blind=True),
+    Policy("uncoded", "usctec", uncoded_plan, uncoded=True, speed_blind=True),
+    # the uncoded split, executed with speculative backup tasks (Spark's speculation, cubed's
+    # backup rule): a task running longer than 1.5x the median completed task gets a copy on a
+    # machine holding a replica of its rows, and the first copy to finish wins
+    Policy("speculative", "usctec", uncoded_plan, speculation=1.5, uncoded=True,
+           speed_blind=True),
+    Policy("unified", "unified", execution="unified"),
+    Policy("hetero", "hetero", execution="hetero"),
+):
+    register_policy(_p)
+_BUILT_IN = frozenset(REGISTRY)
 
 
 def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int, int]:
@@ -109,7 +190,7 @@ def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int
     ``(L_step + S) w ceil(r / (w L_step))``."""
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise ValueError(f"r: the input's column count must be an int >= 1, got {r!r}")
-    if policy in UNCODED:
+    if policy_of(policy).uncoded:
         return 1, 0, 0
     if field is None:
         width = lambda l: 1  # noqa: E731
@@ -131,8 +212,9 @@ def ideal_time(speeds, L: int, S: int) -> float:
 
 
 def get_policy(name: str) -> Callable:
-    """The plan function of policy ``name``."""
-    try:
-        return POLICIES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"policy: unknown policy {name!r}; known: {sorted(POLICIES)}") from None
+    """The plan function of USCTEC-family policy ``name``."""
+    p = policy_of(name)
+    if p.plan is None:
+        raise ValueError(f"policy: {name!r} stores for {p.family} and has no plan function; "
+                         f"the USCTEC family's: {sorted(n for n, q in REGISTRY.items() if q.plan)}")
+    return p.plan

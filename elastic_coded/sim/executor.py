@@ -58,9 +58,9 @@ from ..schemes.plan import Placement, PlanError, StepPlan
 from ..schemes.policies.rules import assign_recovery, backup_copies, speculation_start
 
 __all__ = ["Speculation", "StepOutcome", "PlanCache", "step_time", "step_time_reference",
-           "time_unit", "SPEED_BLIND"]
+           "time_unit"]
 
-SPEED_BLIND = frozenset({"cyclic", "uncoded", "speculative"})
+
 """Registry policies whose plans ignore speed estimates (their cache key leaves them out)."""
 
 
@@ -513,9 +513,10 @@ class PlanCache:
     estimate is within a factor ``1 + tol`` of the one planned for
     (``max |log(s / s0)| <= log(1 + tol)``).  Then the reused plan's ``c`` under ``s`` is within
     ``(1 + tol)^2`` of the optimum for ``s`` (each factor ``1 + tol`` bounds how much the plan's
-    time and the optimum can move).  Speed-blind policies (:data:`SPEED_BLIND`) are keyed without
-    estimates.  Checking against the planned-for vector rather than a fixed grid means a small move
-    across a grid line never forces a re-solve and the bound holds from the vector actually used.
+    time and the optimum can move).  Speed-blind policies (``Policy.speed_blind`` in the registry)
+    are keyed without estimates.  Checking against the planned-for vector rather than a fixed
+    grid means a small move across a grid line never forces a re-solve and the bound holds from
+    the vector actually used.
     At most ``max_entries`` plans are kept (least recently used dropped first).
     """
 

@@ -9,8 +9,8 @@ from typing import Callable, Sequence
 
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
-from ..schemes.registry import POLICIES, PULL, SPECULATION, get_policy
-from .executor import SPEED_BLIND, Speculation
+from ..schemes.registry import REGISTRY, get_policy, policy_of
+from .executor import Speculation
 from .hetero import HeteroVariant
 from .unified import UnifiedVariant
 
@@ -28,7 +28,7 @@ class Variant:
     """A policy as the simulator runs it: a plan function (a registry name or a callable
     ``(placement, available, speeds, L, S) -> StepPlan``) on a placement kind (``"cyclic"`` or
     ``"design"``), optionally with speculative backups (uncoded split only; a registry policy
-    listed in ``SPECULATION`` gets them by default, with its multiplier) and its own learning
+    with a ``speculation`` in the registry gets them by default, with its multiplier) and its own learning
     switch (``None``: the simulation's)."""
 
     name: str
@@ -42,24 +42,27 @@ class Variant:
             raise ValueError(f"name: a non-empty string, got {self.name!r}")
         if isinstance(self.plan, str):
             get_policy(self.plan)
-            if self.plan in PULL:
+            if policy_of(self.plan).pulls:
                 raise ValueError(f"plan: {self.plan!r} pulls units as machines free up, which "
                                  f"the runtime runs (benchmarks/bench_schedulers.py); the "
                                  f"simulator models plans dispatched whole: "
-                                 f"{sorted(set(POLICIES) - PULL)}")
+                                 f"{sorted(n for n, p in REGISTRY.items() if p.plan and not p.pulls)}")
         elif not callable(self.plan):
             raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
         if self.placement not in ("cyclic", "design"):
             raise ValueError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
-        if self.speculation is None and isinstance(self.plan, str) and self.plan in SPECULATION:
-            object.__setattr__(self, "speculation", Speculation(SPECULATION[self.plan]))
-        if self.speculation is not None and self.plan not in ("uncoded", "speculative"):
-            raise ValueError(f"speculation: runs on the uncoded split ('uncoded' or "
-                             f"'speculative'), not {self.plan!r}")
+        if self.speculation is None and isinstance(self.plan, str) and \
+                policy_of(self.plan).speculation:
+            object.__setattr__(self, "speculation", Speculation(policy_of(self.plan).speculation))
+        if self.speculation is not None and not (isinstance(self.plan, str) and
+                                                 policy_of(self.plan).uncoded):
+            raise ValueError(f"speculation: runs on the uncoded split (a policy with "
+                             f"uncoded=True, such as 'uncoded' or 'speculative'), not "
+                             f"{self.plan!r}")
 
     @property
     def speed_blind(self) -> bool:
-        return isinstance(self.plan, str) and self.plan in SPEED_BLIND
+        return isinstance(self.plan, str) and policy_of(self.plan).speed_blind
 
     @property
     def plan_key(self):
@@ -98,7 +101,8 @@ def _scheme(name: str, unified_options, hetero_options, masters):
 
 def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None = None,
                      hetero_options: HeteroOptions | None = None, masters=None) -> list:
-    """The variants ``policies`` name: a :data:`VARIANTS` name, a bound, ``"unified"`` (with
+    """The variants ``policies`` name: a :data:`VARIANTS` name, another registered USCTEC-family
+    policy (its plan on the design placement), a bound, ``"unified"`` (with
     ``unified_options``), ``"hetero"`` (with ``masters`` and ``hetero_options``), or a variant
     value.  Names must be distinct; options given for a scheme not asked for are an error."""
     out, seen = [], set()
@@ -111,6 +115,8 @@ def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None 
             v = VARIANTS[p]
         elif isinstance(p, str) and p in SCHEMES:
             v = _scheme(p, unified_options, hetero_options, masters)
+        elif isinstance(p, str) and p in REGISTRY and REGISTRY[p].plan is not None:
+            v = Variant(p, p, "design")  # a registered policy: its plan on the design placement
         else:
             raise ValueError(f"policies: unknown policy {p!r}; known: "
                              f"{sorted(VARIANTS) + list(BOUNDS) + list(SCHEMES)} or a Variant, "

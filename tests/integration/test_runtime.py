@@ -165,6 +165,31 @@ def test_speculative_backup_copies_beat_a_straggler(ray_session):
         assert "m2" in r.stragglers  # its copy won; the 30x straggler was cancelled
 
 
+def test_a_policy_registered_in_the_driver_runs_on_the_cluster(ray_session):
+    """What a new policy takes: one Policy value (here proportional with backup copies),
+    registered in the driver; the controller learns it from the cluster, and it runs with its
+    speculation like the built-in ``speculative``."""
+    from elastic_coded.schemes.registry import (Policy, proportional_plan, register_policy,
+                                                unregister_policy)
+
+    register_policy(Policy("proportional-backups", "usctec", proportional_plan,
+                           speculation=1.5, uncoded=True))
+    try:
+        rng = np.random.default_rng(9)
+        A = F.random((60, 8), rng)
+        with ElasticCluster(A, "proportional-backups", L=2, S=1,
+                            machines=machines(5, speeds=[1.0] * 5), field=F, time_scale=0.5,
+                            learn_speeds=False) as c:
+            B = F.random((8, 3), rng)
+            Y = c.multiply(B, events=StepEvents(slow={"m2": 30.0}))
+            assert np.array_equal(Y, F.matmul(A, B))
+            r = c.reports[-1]
+            assert r.policy == "proportional-backups" and r.backups >= 1
+            assert "m2" in r.stragglers
+    finally:
+        unregister_policy("proportional-backups")
+
+
 def test_every_policy_through_one_constructor(ray_session):
     """One constructor, one class, one report type for every policy."""
     G = field("gf(2^8)")

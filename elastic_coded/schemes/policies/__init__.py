@@ -10,29 +10,26 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Mapping
 
+from ..registry import REGISTRY, policy_of
 from .hetero import HeteroOptions
 from .pull import PullOptions
 from .unified import UnifiedOptions
 
-__all__ = ["FAMILY", "POLICY_NAMES", "family_of", "parse_options", "HeteroOptions",
+__all__ = ["policy_names", "family_of", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]
-
-FAMILY = {"usctec-auto": "usctec", "usctec-pull": "usctec", "usctec": "usctec", "cyclic": "usctec", "uncoded": "usctec",
-          "speculative": "usctec", "dynamic": "usctec", "proportional": "usctec",
-          "unified": "unified", "hetero": "hetero"}
-"""Policy name -> storage family."""
-
-POLICY_NAMES = tuple(sorted(FAMILY))
 
 _OPTIONS = {"usctec": PullOptions, "unified": UnifiedOptions, "hetero": HeteroOptions}
 
 
 def family_of(policy) -> str:
-    """The storage family of ``policy``; an unknown name gets the known ones."""
-    try:
-        return FAMILY[policy]
-    except (KeyError, TypeError):
-        raise ValueError(f"policy: unknown policy {policy!r}; known: {list(POLICY_NAMES)}") from None
+    """The storage family of ``policy`` (:func:`~elastic_coded.schemes.registry.policy_of`; an
+    unknown name gets the known ones)."""
+    return policy_of(policy).family
+
+
+def policy_names() -> tuple:
+    """Every registered policy's name, sorted."""
+    return tuple(sorted(REGISTRY))
 
 
 def parse_options(policy: str, options: Mapping):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import BudgetError
+
 __all__ = ["check_code", "check_speeds"]
 
 
@@ -55,7 +57,7 @@ def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
         raise ValueError(f"budgets: each storage budget e[n] must lie in [0, 1], got {e.tolist()}")
     cap_rows = np.floor(e * num_rows + 1e-9)
     if cap_rows.sum() < K * num_rows:
-        raise ValueError(
+        raise BudgetError(
             f"budgets: total storage {e.sum():.6g} (x {num_rows} rows) cannot hold every row "
             f"L+S = {K} times (needs sum(e) >= {K})")
     return e

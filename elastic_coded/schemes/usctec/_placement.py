@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ...errors import BudgetError
 from ..plan import Placement, RowBlock
 from ._checks import _check_budgets, _check_rows, _machines, _placement_args, check_code
 from ._fractional import _mean_c
@@ -35,7 +36,7 @@ def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> P
     over = np.flatnonzero(need > np.floor(e * num_rows + 1e-9))
     if over.size:
         i = int(over[0])
-        raise ValueError(
+        raise BudgetError(
             f"budgets: cyclic placement stores {need[i]} of {num_rows} rows on machine {ms[i]!r}, "
             f"above its budget e = {e[i]:.6g}; cyclic needs e[n] >= (L+S)/N = {K / N:.6g}")
     blocks, start = [], 0
@@ -64,7 +65,7 @@ def filled_placement(num_rows: int, machines, shares, R: int, budgets) -> Placem
             stored[m] += b.size
     for i, m in enumerate(ms):
         if stored[m] > math.floor(e[i] * num_rows + 1e-9):
-            raise ValueError(f"budgets: machine {m!r} would store {stored[m]} rows, "
+            raise BudgetError(f"budgets: machine {m!r} would store {stored[m]} rows, "
                              f"above its budget e = {e[i]:.6g}")
     return pl
 
@@ -116,7 +117,7 @@ def design_placement(num_rows: int, machines, budgets, speed_model, L: int, S: i
     candidates += _filled_candidates(num_rows, ms, e, draws.mean(axis=0), K, mixes,
                                      max_extra_replication)
     if not candidates:
-        raise ValueError("budgets: no placement fits these budgets")
+        raise BudgetError("budgets: no placement fits these budgets")
     scores = [_mean_c(p, draws, L, S) for p in candidates]
     return candidates[int(np.argmin(scores))]
 

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from ...errors import BudgetError
 from ..plan import Placement, RowBlock
 from ._checks import _check_enough, check_code
 from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
@@ -117,7 +118,7 @@ def _transport(blocks: list[RowBlock], present: tuple, cap: dict, K: int) -> np.
                                                               np.repeat(sizes, nm)], axis=1),
                   method="highs-ds")
     if res.status != 0:
-        raise ValueError(
+        raise BudgetError(
             f"budgets: the machines present ({list(present)}) cannot hold every row L+S = {K} "
             f"times within their storage budgets")
     return np.rint(res.x).astype(np.int64).reshape(nb, nm)
