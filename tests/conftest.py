@@ -22,3 +22,18 @@ def ray_session():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+# the longest files start first, so that under xdist (-n 2 --dist loadfile) no worker is left
+# running one of them alone at the end (the quick benchmarks alone take about 4 minutes)
+SLOW_FIRST = ("integration/test_benchmarks_quick.py", "integration/test_deploy.py",
+              "stress/test_soak.py", "stress/test_fault_soak.py", "integration/test_unified_ray.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return next((i for i, name in enumerate(SLOW_FIRST) if path.endswith(name)),
+                    len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: the order within a file is kept
