@@ -23,7 +23,7 @@ from ..machines import MachineSpec
 from ..errors import BudgetError, PlanError, ShortOfMachines, StepFailed
 from ..schemes.policies.rules import assign_recovery
 from ..schemes.registry import REGISTRY, register_policy
-from ..schemes.wire import Joined, Reassignment, Rescued, Snapshot
+from ..schemes.wire import Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepRequest
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
 from .drain import Drains, draining_nodes, node_states
 from .health import auto_count, auto_specs, ping, step_metrics
@@ -33,38 +33,6 @@ from .hosting import HostPool, kill, orphans, reclaim
 __all__ = ["Controller", "MachineSpec", "StepRequest", "PreparedStep"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StepRequest:
-    """What the driver asks the controller for: the plan of ``step`` under ``policy``, with
-    ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs."""
-
-    step: int
-    policy: str
-    S: int | None
-    n_cols: int
-    known: tuple = ()
-
-
-@dataclass(frozen=True)
-class PreparedStep:
-    """The controller's answer: the validated ``plan``, handles for machines the driver does not
-    know yet, the membership changes and rows moved since the last answer, and speeds."""
-
-    plan: object
-    handles: dict
-    joined: tuple
-    left: tuple
-    rows_moved: int
-    speeds: dict
-    emulated: dict
-    t_plan: float
-    specs: dict = None
-    storage: object = None
-    redesign: str | None = None
-    draining: tuple = ()
-    preempted: tuple = ()
 
 
 @dataclass

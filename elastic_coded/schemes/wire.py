@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["TaskSpec", "Call", "CallResult", "Reassignment", "Joined", "Rescued",
-           "Snapshot", "Member"]
+           "Snapshot", "Member", "StepRequest", "PreparedStep"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +118,35 @@ class Member:
     spec: object
     handle: object = field(repr=False)
     speed: float = 1.0
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What the driver asks the controller for: the plan of ``step`` under ``policy``, with
+    ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs."""
+
+    step: int
+    policy: str
+    S: int | None
+    n_cols: int
+    known: tuple = ()
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """The controller's answer: the validated ``plan``, handles for machines the driver does not
+    know yet, the membership changes and rows moved since the last answer, and speeds."""
+
+    plan: object
+    handles: dict
+    joined: tuple
+    left: tuple
+    rows_moved: int
+    speeds: dict
+    emulated: dict
+    t_plan: float
+    specs: dict = None
+    storage: object = None
+    redesign: str | None = None
+    draining: tuple = ()
+    preempted: tuple = ()
