@@ -249,7 +249,7 @@ def unified_conditioning(quick: bool) -> list[dict]:
             if c > worst:
                 worst, worst_Q = c, Q
         rng = np.random.default_rng(K * 1000 + m)
-        A, X = rng.standard_normal((d.m, 16)), rng.standard_normal((16, 2 * q))
+        A, X = rng.standard_normal((d.m, 16)), rng.standard_normal((16, q))  # N = q, as planned
         res = run_in_process(A, X, K, Fraction(1, 2), q, R, fastest=worst_Q)
         out.append({"K": K, "q": q, "m": d.m, "sets": len(conds), "worst_condition": worst,
                     "median_condition": float(np.median(conds)),
