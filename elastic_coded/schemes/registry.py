@@ -126,7 +126,8 @@ REGISTRY: dict[str, Policy] = {}
 
 def register_policy(policy: Policy) -> Policy:
     """Add ``policy`` to the registry (a name already there is an error); the runtime, the
-    simulator, the config and the CLI then know it.  Returns it."""
+    simulator, the config and the CLI then know it.  Register before building an
+    ``ElasticCluster``: its controller learns the added policies when it starts.  Returns it."""
     if not isinstance(policy, Policy):
         raise TypeError(f"policy: a Policy, got {type(policy).__name__}")
     if policy.name in REGISTRY:
