@@ -129,6 +129,7 @@ def timed_verify(ill: bool, budget: float) -> tuple[float, int]:
     worst pattern (estimate ~1e-6), its other results kept late; else the default code."""
     from types import SimpleNamespace
 
+    from elastic_coded.runtime.context import ControllerClient, StepContext
     from elastic_coded.runtime.verifying import Verifier
     from elastic_coded.schemes.policies.collect import LagrangeCollector
     from elastic_coded.schemes.reference import assemble
@@ -145,7 +146,7 @@ def timed_verify(ill: bool, budget: float) -> tuple[float, int]:
     _, P = code.worst_decode_condition(samples=300)
     order = list(P) + [p for p in range(code.K) if p not in P]
     ver = Verifier(field("real"), "usctec", A, seed=0)
-    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=(), _ctrl=lambda *args: {})
+    cl = StepContext(step=0, F=field("real"), ctrl=ControllerClient(lambda *args: {}))
 
     def step():
         col = LagrangeCollector(plan, code)

@@ -34,19 +34,19 @@ from ..schemes.registry import added_policies
 from ..schemes.policies import family_of, parse_options
 from ..schemes.policies import hetero as het
 from . import events as churn_events, inputs, membership as mem
+from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
+from .executors import UnifiedCache, run_step
+from .executors.pull import history
 from .hosting import kill, per_process
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
-from .steps import run_hetero, run_lagrange, run_unified, shuffle_for
 from ..algebra.verify import DEFAULT_TOLERANCE
 from .verifying import Verifier
 
 __all__ = ["ElasticCluster", "MachineSpec"]
 
 log = logging.getLogger(__name__)
-
-_RUN = {"usctec": run_lagrange, "hetero": run_hetero, "unified": run_unified}
 
 
 def _check_int(name: str, val, lo: int) -> int:
@@ -196,8 +196,9 @@ class ElasticCluster:
         self._ever: set = set()  # every machine id the cluster has had (churn events name them)
         self._uid, self._adds = mem.new_uid(), 0  # names of the processes adds open
         self._closed = False
-        self._shuffles: dict = {}
-        self._designs: dict = {}
+        self._unified = UnifiedCache()  # Shuffle plans and the stored design (unified)
+        self._pull_rate: float | None = None  # measured by the last pull step at real speed
+        self._codes: tuple = ()  # hetero: the masters' MDS codes
         self._specs: dict = {}     # the driver's copy of the controller's state, for a revival
         self._speeds: dict = {}
         self._storage = None
@@ -367,21 +368,33 @@ class ElasticCluster:
         X, shape, n_cols = inputs.step_inputs(self, B)
         X, k = inputs.scale(self, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
         ev = churn_events.apply(self, events)
-        dead = self._verifier.arm(self, ev)
+        dead = self._verifier.arm(self._handles, self._step, ev)
         if dead:  # e.g. a liar that crashed in its lying step
             mem.forget(self, dead)
             self._ctrl("mark_dead", dead)
         t0 = time.perf_counter()
         prep, S_override = self._prepare(policy, n_cols)
-        Y, out = _RUN[self.family](self, X, policy, ev, prep) if self.family == "usctec" else \
-            _RUN[self.family](self, X, ev, prep)
+        ctx = self._context(policy, n_cols)
+        Y, out = run_step(ctx, X, ev, prep)
+        self._pull_rate = out.pull_rate or self._pull_rate
         inputs.check_finite(self, Y)
-        Y = inputs.unscale(self._verifier.verify(self, X, Y, out, prep), k)
+        Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
         inputs.check_finite(self, Y)
         self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
         self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
-        self._verifier.exclude(self)
+        for m in self._verifier.exclude(self._handles):
+            self.remove_machine(m)
         return shape(Y)
+
+    def _context(self, policy: str, n_cols: int) -> StepContext:
+        """What the step's executor and the verifier see of this cluster (:mod:`.context`)."""
+        client = ControllerClient(self._ctrl, lambda: self._prepare(policy, n_cols)[0])
+        return StepContext(
+            step=self._step, F=self.F, policy=policy, handles=self._handles,
+            time_scale=self.time_scale, seed=self.seed, deadline=self.deadline,
+            options=self.options, ctrl=client, patience=self._verifier.patience,
+            codes=self._codes, history=history(self.reports, policy),
+            pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle))
 
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower
@@ -481,20 +494,6 @@ class ElasticCluster:
             req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
             self._prefetch[policy] = (self._epoch, n_cols,
                                       self.controller.prepare_step.remote(req))
-
-    # -- unified helpers (cached per design) ------------------------------------------------------
-    def _shuffle_plan(self, st, Q: tuple, N: int):
-        key = (st.version, Q, N)
-        if key not in self._shuffles:
-            if any(k[0] != st.version for k in self._shuffles):  # an older design's: dropped
-                self._shuffles = {k: v for k, v in self._shuffles.items() if k[0] == st.version}
-            self._shuffles[key] = shuffle_for(st, Q, N)
-        return self._shuffles[key]
-
-    def _design_ref(self, st):
-        if st.version not in self._designs:
-            self._designs = {st.version: ray.put(st.design)}
-        return self._designs[st.version]
 
     # -- lifecycle --------------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -3,44 +3,27 @@ from better-conditioned results (:mod:`.verifying` says when).  Driver-side."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import ray
 
 from ..algebra.verify import check
 from ..schemes.wire import Call, TaskSpec
+from .context import StepContext
+from .verify_common import StepState, fail
 
-__all__ = ["StepState", "LagrangeRepair"]
-
-
-@dataclass
-class StepState:
-    """What verification found so far in one step."""
-
-    checked: bool = False
-    caught: set = None
-    repaired: set = None
-    recomputed: int = 0
-    positions: dict = None  # piece -> positions it was decoded again from
-    accepted: dict = None   # output (0; hetero: master) -> the check that accepted it
-    improved: set = None    # pieces decoded again for their conditioning
-
-    def __post_init__(self):
-        self.caught, self.repaired, self.positions, self.accepted = set(), set(), {}, {}
-        self.improved = set()
+__all__ = ["LagrangeRepair"]
 
 
 class LagrangeRepair:
     """Repair the wrong pieces of one USCTEC step (module docstring)."""
 
-    def __init__(self, ver, cl, col, out, Bp, state: StepState):
-        self.ver, self.cl, self.col, self.state = ver, cl, col, state
+    def __init__(self, sketch, ctx: StepContext, col, out, Bp, state: StepState):
+        self.sketch, self.ctx, self.col, self.state = sketch, ctx, col, state
         self.plan, self.code = col.plan, col.code
         self.coded = self.code.encode(Bp)
         self.total = self.plan.num_rows * Bp.shape[1]
-        gone = set(getattr(out.gather, "failed", ())) | set(getattr(cl, "_crash_idle", ()))
-        self.live = [m for m in cl._handles if m not in gone]
+        gone = set(getattr(out.gather, "failed", ())) | set(ctx.crashed)
+        self.live = [m for m in ctx.handles if m not in gone]
         self.asked: set = set()  # (piece, position, machine) computed again
         self.refs: dict = {}
 
@@ -62,8 +45,8 @@ class LagrangeRepair:
             rnd += 1
         for pi in bad:
             if len(good[pi]) < self.code.L:
-                self.ver._fail(self.cl, self.state,
-                               f"piece {pi} failed verification and only {len(good[pi])} of the "
+                fail(self.ctx.step, self.state,
+                     f"piece {pi} failed verification and only {len(good[pi])} of the "
                                f"L = {self.code.L} results it needs check, after computing the "
                                f"others again on every machine storing its rows")
             self._decode(pi, self._best(good[pi]))
@@ -74,7 +57,7 @@ class LagrangeRepair:
         by_group = getattr(self.plan, "holders", None)
         if by_group is not None:
             return {pi: tuple(by_group[piece.group]) for pi, piece in enumerate(self.plan.pieces)}
-        return self.cl._ctrl("holders_of", self.plan) or {}
+        return self.ctx.ctrl.holders_of(self.plan)
 
     def _screen(self, pi: int) -> dict:
         """The piece's results that check on their own; their liars are caught."""
@@ -94,7 +77,7 @@ class LagrangeRepair:
         H = np.asarray(H)
         if H.shape != (rows[1] - rows[0], c1 - c0):
             return False
-        return bool(check(self.ver.sketches[0], self.coded[pos][:, c0:c1], H, rows))
+        return bool(check(self.sketch, self.coded[pos][:, c0:c1], H, rows))
 
     def _asks(self, pi: int, good: dict, rnd: int, holders) -> list:
         """``[(piece, position, machine)]``: positions still missing, as many as the piece
@@ -123,8 +106,8 @@ class LagrangeRepair:
             rows = self.plan.groups[piece.group].rows
             if pos not in self.refs:
                 self.refs[pos] = ray.put(self.coded[pos])
-            call = Call(self.cl._step, (TaskSpec("A", rows, 0, piece.cols, pi, pos),), self.total)
-            calls.append(((pi, pos, mach), self.cl._handles[mach].compute.remote(call,
+            call = Call(self.ctx.step, (TaskSpec("A", rows, 0, piece.cols, pi, pos),), self.total)
+            calls.append(((pi, pos, mach), self.ctx.handles[mach].compute.remote(call,
                                                                                  self.refs[pos])))
         out = []
         for key, ref in calls:

@@ -38,6 +38,8 @@ from ..algebra.verify import check, make_sketch
 from ..schemes import unified as uni
 from ..schemes.policies import unified as upol
 from ..schemes.wire import Call
+from .context import StepContext
+from .verify_common import StepState, fail, relative
 
 __all__ = ["UnifiedRun", "UnifiedChecks"]
 
@@ -56,6 +58,8 @@ class UnifiedRun:
 class UnifiedChecks:
     """The driver's state for verifying unified steps: the steps' conditions, and a sketch of
     the coded storage per storage version (drawn like the sketch of ``A``)."""
+
+    hint = "a smaller q or K (its real decodes are lanes of q C(K, r) / K rows)"
 
     def __init__(self, ver):
         self.ver = ver
@@ -81,11 +85,9 @@ class UnifiedChecks:
     def bound(self, X, Y, kappa: float, run: UnifiedRun) -> tuple:
         """``(condition, error bound, relative bound)``: the honest error the check allows for
         (its ``err_Y``, with :meth:`terms`)."""
-        from .verifying import _relative
-
         b = rounding_bound(X.shape[0] + self.terms(run.storage.design), kappa,
                            self.ver.norms[0], float(np.linalg.norm(X)))
-        return kappa, b, _relative(b, Y)
+        return kappa, b, relative(b, Y)
 
     @staticmethod
     def terms(design) -> int:
@@ -93,7 +95,20 @@ class UnifiedChecks:
         its largest solve (``decode_size``), as ``10 L`` for a Lagrange piece."""
         return 10 * design.decode_size
 
-    def verify(self, cl, X, Y, run: UnifiedRun, state) -> tuple:
+    def check(self, ctx: StepContext, X, Y, out, prep, state: StepState) -> tuple:
+        """:class:`~.verify_common.FamilyChecks`: the product checked (or repaired) when
+        verification is on, with its bound from the Reduce's condition."""
+        run, F = out.collector, self.ver.F
+        if self.ver.on:
+            Y, kappa = self.verify(ctx, X, Y, run, state)
+        else:
+            kappa = 1.0 if F.exact else self.condition(run)
+        return Y, ((None, 0.0, 0.0) if F.exact else self.bound(X, Y, kappa, run))
+
+    def improve(self, ctx, X, Y, out, state) -> None:
+        return None
+
+    def verify(self, ctx: StepContext, X, Y, run: UnifiedRun, state) -> tuple:
         """``(Y, kappa)``: the product checked, or repaired (module docstring)."""
         ver, F = self.ver, self.ver.F
         kappa = 1.0 if F.exact else self.condition(run)
@@ -102,33 +117,33 @@ class UnifiedChecks:
         state.accepted[0] = check(ver.sketches[0], X, Y, condition=kappa, extra_terms=terms)
         if state.accepted[0]:
             return Y, kappa
-        Y2, kappa2 = self._repair(cl, X, run, state)
+        Y2, kappa2 = self._repair(ctx, X, run, state)
         state.accepted[0] = check(ver.sketches[0], X, Y2, condition=kappa2, extra_terms=terms)
         if not state.accepted[0]:
-            ver._fail(cl, state, "the repaired product failed verification")
+            fail(ctx.step, state, "the repaired product failed verification")
         state.repaired.update(self._wrong_outputs(X, Y, run, kappa))
         return Y2, kappa2
 
-    def _repair(self, cl, X, run: UnifiedRun, state) -> tuple:
+    def _repair(self, ctx: StepContext, X, run: UnifiedRun, state) -> tuple:
         st, d = run.storage, run.storage.design
         sk = self._coded_sketch(st)
         good: dict = {}  # coded row -> value row
         xref = None
         for k in run.fastest:
-            self._screen(sk, X, st, k, self._kept(cl, st, k), good, state)
+            self._screen(sk, X, st, k, self._kept(ctx, st, k), good, state)
         others = [k for k in range(len(st.servers)) if k not in run.fastest]
         for k in others:
             if uni.decoding_rows(d, good) is not None:
                 break
             mach = st.servers[k]
-            if mach not in cl._handles or mach in state.caught:
+            if mach not in ctx.handles or mach in state.caught:
                 continue
             xref = xref if xref is not None else ray.put(X)
-            self._screen(sk, X, st, k, self._map_again(cl, st, k, xref, state), good, state)
+            self._screen(sk, X, st, k, self._map_again(ctx, st, k, xref, state), good, state)
         rows = uni.decoding_rows(d, good)  # the systematic rows first
         if rows is None:
-            self.ver._fail(cl, state, f"the product failed verification and the {len(good)} "
-                                      f"coded rows that check do not decode (m = {d.m})")
+            fail(ctx.step, state, f"the product failed verification and the {len(good)} "
+                                  f"coded rows that check do not decode (m = {d.m})")
         V = np.stack([good[r] for r in rows])
         Y = uni.reduce_outputs(d, rows, V)[:st.m]
         return Y, uni.decode_condition(d, rows)
@@ -140,18 +155,18 @@ class UnifiedChecks:
         return self._coded[st.version]
 
     @staticmethod
-    def _kept(cl, st, k):
+    def _kept(ctx: StepContext, st, k):
         try:
-            return ray.get(cl._handles[st.servers[k]].map_result.remote(cl._step))
+            return ray.get(ctx.handles[st.servers[k]].map_result.remote(ctx.step))
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, KeyError):
             return None  # gone, or it kept nothing: not a result
 
     @staticmethod
-    def _map_again(cl, st, k, xref, state):
+    def _map_again(ctx: StepContext, st, k, xref, state):
         tasks = upol.map_tasks(st, k)
-        call = Call(cl._step, tasks, 1, pace_s=0.0)
+        call = Call(ctx.step, tasks, 1, pace_s=0.0)
         try:
-            res = ray.get(cl._handles[st.servers[k]].compute.remote(call, xref))
+            res = ray.get(ctx.handles[st.servers[k]].compute.remote(call, xref))
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
             return None
         state.recomputed += 1

@@ -48,26 +48,29 @@ from __future__ import annotations
 import logging
 import math
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import ray
 
-from ..algebra.lagrange import UNIT_ROUNDOFF, rounding_bound
+from ..algebra.lagrange import UNIT_ROUNDOFF
 from ..algebra.scaling import norm
-from ..algebra.verify import DEFAULT_TOLERANCE, check, check_piece, make_sketch
+from ..algebra.verify import DEFAULT_TOLERANCE, make_sketch
 from ..churn import CAUGHT_LIMIT
 from ..errors import ToleranceExceeded, VerificationError
-from ..schemes.policies.collect import decode_mds
-from ..schemes.reference import assemble
-from ..schemes.wire import Call, TaskSpec
-from .verify_repair import LagrangeRepair, StepState
+from .context import StepContext
+from .verify_common import StepState, relative
+from .verify_hetero import HeteroChecks
+from .verify_lagrange import LagrangeChecks
+from .verify_unified import UnifiedChecks
 
-__all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded"]
+__all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded", "CHECKS"]
 
 log = logging.getLogger(__name__)
 
-
+CHECKS = {"usctec": LagrangeChecks, "hetero": HeteroChecks, "unified": UnifiedChecks}
+"""Each storage family's checks (:class:`~.verify_common.FamilyChecks`), by family."""
 
 PATIENCE_MARGIN = 100.0
 """A piece waits for better-conditioned results while its condition exceeds
@@ -105,15 +108,8 @@ class Verdict:
     """Pieces decoded again from better-conditioned results to meet the tolerance."""
 
     def fields(self) -> dict:
-        return {"verified": self.verified, "caught": self.caught, "repaired": self.repaired,
-                "recomputed": self.recomputed, "excluded": self.excluded,
-                "condition": self.condition, "error_bound": self.error_bound,
-                "relative_error_bound": self.relative_error_bound, "t_verify": self.t_verify,
-                "verified_error_bound": self.verified_error_bound,
-                "relative_verified_error_bound": self.relative_verified_error_bound,
-                "estimated_error": self.estimated_error,
-                "relative_estimated_error": self.relative_estimated_error,
-                "improved": self.improved}
+        """Every field by name (the step report has a field of the same name for each)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _tolerance(tolerance, strict) -> float | None:
@@ -131,7 +127,8 @@ class Verifier:
     """The driver's verification state: sketches, catches per machine, the last verdict.
 
     ``data``: what :meth:`ElasticCluster._load` returned (an array, ``("npy", path)`` or, for
-    hetero, the masters' matrices); ``seed`` (tests only) fixes the sketches."""
+    hetero, the list of the masters' matrices); ``seed`` (tests only) fixes the sketches.
+    The family's checks (:data:`CHECKS`) do the checking and repairing."""
 
     def __init__(self, F, family: str, data, *, verify: bool = True, strict: bool = False,
                  tolerance: float | None = DEFAULT_TOLERANCE,
@@ -145,13 +142,14 @@ class Verifier:
         self.limit = exclude_after if exclude_after is not None else math.inf
         self.tolerance = _tolerance(tolerance, strict)
         self.F, self.family, self.on, self.strict = F, family, verify, strict
-        mats = list(data) if family == "hetero" else [_matrix(data)]
+        if family not in CHECKS:
+            raise ValueError(f"family: one of {sorted(CHECKS)}, got {family!r}")
+        mats = list(data) if isinstance(data, list) else [_matrix(data)]
         self.mats = mats
         self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
         self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
-        self._coded_sketches: dict = {}  # hetero: master -> sketch of its coded rows (lazy)
-        self._unified = None  # unified: its checks (:mod:`.verify_unified`, lazy)
+        self.checks = CHECKS[family](self)
         self.counts: dict[str, int] = {}
         self._armed: set = set()  # machines told to lie in the current step
         self.last = Verdict()
@@ -164,12 +162,12 @@ class Verifier:
         return self.tolerance / (PATIENCE_MARGIN * UNIT_ROUNDOFF)
 
     # -- before a step ---------------------------------------------------------------------------
-    def arm(self, cl, ev) -> list:
-        """Tell the machines the churn script makes lie in this step (``corrupt`` events).
+    def arm(self, handles: dict, step: int, ev) -> list:
+        """Tell the machines the churn script makes lie in ``step`` (``corrupt`` events).
         Returns the machines found dead on the way (a dead liar has nothing to be told)."""
-        liars = {m for m in getattr(ev, "corrupt", ()) if m in cl._handles}
-        calls = {m: cl._handles[m].lie.remote((cl._step,) if m in liars else ())
-                 for m in liars | {m for m in self._armed if m in cl._handles}}
+        liars = {m for m in getattr(ev, "corrupt", ()) if m in handles}
+        calls = {m: handles[m].lie.remote((step,) if m in liars else ())
+                 for m in liars | {m for m in self._armed if m in handles}}
         dead = []
         for m, ref in calls.items():  # a retried step may name other liars than its first did
             try:
@@ -180,47 +178,33 @@ class Verifier:
         return dead
 
     # -- after a step -----------------------------------------------------------------------------
-    def verify(self, cl, X, Y, out, prep=None):
+    def verify(self, ctx: StepContext, X, Y, out, prep=None):
         """The step's product, checked (and repaired, and decoded again from better-conditioned
-        results where its estimated error exceeds the tolerance); sets :attr:`last`.  Raises
-        :class:`VerificationError` or :class:`ToleranceExceeded` instead of returning a product
-        that failed."""
+        results where its estimated error exceeds the tolerance) by the family's checks; sets
+        :attr:`last`.  Raises :class:`VerificationError` or :class:`ToleranceExceeded` instead
+        of returning a product that failed."""
         t0 = time.perf_counter()
         self.last = Verdict()
-        col = out.collector
         state = StepState()
-        if self.family == "usctec" and col is not None:
-            Y = self._lagrange(cl, X, Y, col, out, state)
-            bound = self._lagrange_bound(X, Y, col, state)
-        elif self.family == "hetero" and col is not None:
-            Y = self._hetero(cl, X, Y, col, state, (out.prep or prep).plan)
-            bound = self._hetero_bound(X, Y, col, cl)
-        elif self.family == "unified" and col is not None:
-            from .verify_unified import UnifiedChecks
-
-            if self._unified is None:
-                self._unified = UnifiedChecks(self)
-            if self.on:
-                Y, kappa = self._unified.verify(cl, X, Y, col, state)
-            else:
-                kappa = 1.0 if self.F.exact else self._unified.condition(col)
-            bound = (None, 0.0, 0.0) if self.F.exact else self._unified.bound(X, Y, kappa, col)
+        if out.collector is not None:
+            Y, bound = self.checks.check(ctx, X, Y, out, prep, state)
         else:
             bound = (None, None, None)
         est = self._estimate(state, Y)
-        if self._over(est) and self.family == "usctec" and col is not None:
-            Y = self._lagrange_improve(cl, X, Y, col, out, state)
-            bound = self._lagrange_bound(X, Y, col, state)
-            est = self._estimate(state, Y)
+        if self._over(est) and out.collector is not None:
+            better = self.checks.improve(ctx, X, Y, out, state)
+            if better is not None:
+                Y, bound = better
+                est = self._estimate(state, Y)
         if self._over(est):
-            self._too_far(cl, bound[0], est[1])
+            self._too_far(ctx.step, bound[0], est[1])
         excluded = self._count(state.caught)
         vb = self._accepted_bound(state, bound[1], Y)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
                             time.perf_counter() - t0, *vb, *est,
                             tuple(sorted(state.improved)))
-        self._tolerance_check(cl)
+        self._tolerance_check(ctx.step)
         return Y
 
     def _estimate(self, state, Y) -> tuple:
@@ -230,18 +214,17 @@ class Verifier:
             return None, None
         est = math.sqrt(sum(c.estimated_error() ** 2 for c in state.accepted.values()))
         ys = Y if isinstance(Y, list) else [Y]
-        return est, _relative(est, np.concatenate([np.ravel(y) for y in ys]))
+        return est, relative(est, np.concatenate([np.ravel(y) for y in ys]))
 
     def _over(self, est) -> bool:
         # NaN (the check's own arithmetic overflowed near float64's limit) says nothing: not over
         return self.tolerance is not None and est[1] is not None and est[1] > self.tolerance
 
-    def _too_far(self, cl, condition, rel: float):
+    def _too_far(self, step: int, condition, rel: float):
         why = f"decode condition {condition:.3g}" if condition is not None else "its decodes"
-        hint = {"unified": "a smaller q or K (its real decodes are lanes of q C(K, r) / K rows)",
-                "hetero": "a smaller code"}.get(self.family, "a smaller L + S")
+        hint = self.checks.hint
         raise ToleranceExceeded(
-            f"step {cl._step}: the estimated relative error {rel:.3g} ({why}) exceeds the "
+            f"step {step}: the estimated relative error {rel:.3g} ({why}) exceeds the "
             f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "
             f"use a finite field, {hint}, or tolerance=None to accept it", condition, rel)
 
@@ -255,14 +238,7 @@ class Verifier:
         acc = math.sqrt(sum(c.accepted_error() ** 2 for c in state.accepted.values()))
         vb = max(float(bound), acc)
         ys = Y if isinstance(Y, list) else [Y]
-        return vb, _relative(vb, np.concatenate([np.ravel(y) for y in ys]))
-
-    def _fail(self, cl, state, msg: str):
-        # not counted: only a step that completes counts its catches (:meth:`exclude`)
-        caught = tuple(sorted(state.caught, key=str))
-        raise VerificationError(f"step {cl._step}: {msg}" + (
-            f"; machines caught returning wrong results: {list(caught)}" if caught else ""),
-            caught)
+        return vb, relative(vb, np.concatenate([np.ravel(y) for y in ys]))
 
     def _count(self, caught) -> tuple:
         """The machines ``caught`` that this step brings to ``exclude_after`` catches (the
@@ -270,7 +246,7 @@ class Verifier:
         return tuple(sorted((m for m in caught if self.counts.get(m, 0) + 1 >= self.limit),
                             key=str))
 
-    def _tolerance_check(self, cl) -> None:
+    def _tolerance_check(self, step: int) -> None:
         """``strict=True``: the error bound itself must meet the tolerance."""
         rel = self.last.relative_error_bound
         if not self.strict or rel is None or rel <= self.tolerance:
@@ -278,20 +254,19 @@ class Verifier:
         why = ("decode condition " + f"{self.last.condition:.3g}"
                if self.last.condition is not None else "estimated from the sketch")
         raise ToleranceExceeded(
-            f"step {cl._step}: the relative error bound {rel:.3g} ({why}) exceeds the tolerance "
+            f"step {step}: the relative error bound {rel:.3g} ({why}) exceeds the tolerance "
             f"{self.tolerance:.3g} (strict=True holds the bound to it, not only the estimate)",
             self.last.condition, self.last.relative_estimated_error)
 
-    def exclude(self, cl) -> tuple:
-        """Count the completed step's catches, and remove the machines caught in
-        ``exclude_after`` steps (after the step's report)."""
-        for m in (m for m in self.last.caught if m in cl._handles):  # not those gone since
+    def exclude(self, present) -> tuple:
+        """Count the completed step's catches; the machines of ``present`` caught in
+        ``exclude_after`` steps, for the driver to remove (after the step's report)."""
+        for m in (m for m in self.last.caught if m in present):  # not those gone since
             self.counts[m] = self.counts.get(m, 0) + 1
-        gone = [m for m, k in self.counts.items() if k >= self.limit and m in cl._handles]
+        gone = [m for m, k in self.counts.items() if k >= self.limit and m in present]
         for m in gone:
             log.warning("machine %s was caught returning wrong results in %d steps; removing it",
                         m, self.counts[m])
-            cl.remove_machine(m)
             self.counts.pop(m, None)
         return tuple(gone)
 
@@ -301,220 +276,8 @@ class Verifier:
         self._armed.discard(machine)
         self.counts.pop(machine, None)
 
-    # -- USCTEC family --------------------------------------------------------------------------
-    def _lagrange(self, cl, X, Y, col, out, state):
-        if not self.on:
-            return Y
-        sk, code, plan = self.sketches[0], col.code, col.plan
-        state.checked = True
-        kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        res = state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=code.extra_terms)
-        if res:
-            return Y
-        Bp = _padded(self.F, X, plan.L * code.width)
-        c = Bp.shape[1] // plan.L
-        bad = [pi for pi, piece, grp in plan.iter_pieces()
-               if not check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
-                                  positions=self._positions(col, state, pi))]
-        if not bad:  # the pieces check but their sum does not: nothing to repair from
-            self._fail(cl, state, "the product failed verification though every piece checks")
-        LagrangeRepair(self, cl, col, out, Bp, state).run(bad)
-        Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
-        kappa = 1.0 if self.F.exact else self._kappa(col, state)
-        state.accepted[0] = check(sk, X, Y, condition=kappa, extra_terms=code.extra_terms)
-        if not state.accepted[0]:
-            self._fail(cl, state, "the repaired product failed verification")
-        return Y
-
-    def _lagrange_improve(self, cl, X, Y, col, out, state):
-        """The product with its worst pieces decoded again from better-conditioned results
-        (those in hand, late ones included, then positions computed again): the pieces with
-        the largest estimated errors, until the others' would meet the tolerance."""
-        sk, code, plan = self.sketches[0], col.code, col.plan
-        Bp = _padded(self.F, X, plan.L * code.width)
-        c = Bp.shape[1] // plan.L
-        est = {pi: check_piece(sk, code, Bp, col.decoded[pi], grp.rows, piece.cols,
-                               positions=self._positions(col, state, pi)).estimated_error()
-               for pi, piece, grp in plan.iter_pieces()}
-        budget = (0.5 * self.tolerance * norm(Y)) ** 2
-        left = sum(e * e for e in est.values())
-        worst = []
-        for pi in sorted(est, key=est.get, reverse=True):
-            if left <= budget:
-                break
-            worst.append(pi)
-            left -= est[pi] ** 2
-        LagrangeRepair(self, cl, col, out, Bp, state).improve(worst, self._positions)
-        Y = assemble(plan, col.decoded, c, self.F.dtype)[:, :X.shape[1]]
-        state.accepted[0] = check(sk, X, Y, condition=self._kappa(col, state),
-                                  extra_terms=code.extra_terms)
-        if not state.accepted[0]:
-            self._fail(cl, state, "the product decoded again for its conditioning failed "
-                                  "verification")
-        return Y
-
-    @staticmethod
-    def _positions(col, state, pi) -> tuple:
-        return (state.positions.get(pi) or getattr(col, "positions", {}).get(pi)
-                or tuple(list(col.results[pi])[:col.code.L]))
-
-    def _kappa(self, col, state) -> float:
-        pats = {self._positions(col, state, pi) for pi in range(len(col.plan.pieces))}
-        return max(col.code.decode_condition(P) for P in pats)
-
-    def _lagrange_bound(self, X, Y, col, state) -> tuple:
-        if self.F.exact:
-            return None, 0.0, 0.0
-        kappa = self._kappa(col, state)
-        bound = rounding_bound(X.shape[0] + col.code.extra_terms, kappa, self.norms[0],
-                               float(np.linalg.norm(X)))
-        return kappa, bound, _relative(bound, Y)
-
-    # -- heterogeneous masters -----------------------------------------------------------------
-    def _hetero(self, cl, xs, Y, col, state, plan):
-        if not self.on:
-            return Y
-        state.checked = True
-        for m, (x, y) in enumerate(zip(xs, Y)):
-            kappa = 1.0 if self.F.exact else self._mds_kappa(cl._codes[m], col.used_rows[m])
-            k = cl._codes[m].k
-            state.accepted[m] = check(self.sketches[m], x, y, condition=kappa,
-                                      extra_terms=10 * k)
-            if state.accepted[m]:
-                continue
-            Y[m] = self._hetero_repair(cl, m, x, col, state, plan)
-        return Y
-
-    def _hetero_repair(self, cl, m: int, x, col, state, plan):
-        """Master ``m`` decoded again from coded rows that check: those received, then rows
-        fetched from machines not caught (each run checked against a sketch of ``G_m A_m``)."""
-        code = cl._codes[m]
-        if m not in self._coded_sketches:
-            self._coded_sketches[m] = make_sketch(self.F, code.encode(self.mats[m]),
-                                                  seed=self.seed)
-        sk = self._coded_sketches[m]
-        good, bad = {}, set()
-        by_machine: dict = {}
-        for i in sorted(col.rows[m]):
-            by_machine.setdefault(col.rows[m][i][0], []).append(i)
-        for mach, idx in by_machine.items():
-            got = {i: col.rows[m][i][1] for i in idx}
-            self._screen_rows(sk, x, mach, got, good, bad, state)
-        xref, asked, rescues = None, set(), 0
-        while len(good) < code.k:
-            usable = [n for n in cl._handles if n not in state.caught]
-            exclude = good.keys() | bad | asked
-            asks = _row_asks(plan.storage, m, code.k - len(good), exclude, usable)
-            if not asks and usable and rescues < 2:  # fresh coded rows on a machine not caught
-                rescues += 1
-                got = cl._ctrl("hetero_rescue", m, code.k - len(good), sorted(exclude),
-                               sorted(usable, key=str))
-                cl._handles[got.machine] = got.handle
-                asks = [(got.machine, got.ranges)]
-            if not asks:
-                break
-            xref = xref if xref is not None else ray.put(x)
-            for mach, ranges in asks:
-                asked |= {i for a, b in ranges for i in range(a, b)}
-                got = _fetch_rows(cl, mach, m, ranges, xref, state)
-                self._screen_rows(sk, x, mach, got, good, bad, state)
-        if len(good) < code.k:
-            self._fail(cl, state, f"master {m}'s product failed verification and only "
-                                  f"{len(good)} of the {code.k} coded rows it needs check")
-        y, col.used_by[m], col.used_rows[m] = decode_mds(code, good, rows=True)
-        kappa = 1.0 if self.F.exact else self._mds_kappa(code, col.used_rows[m])
-        state.accepted[m] = check(self.sketches[m], x, y, condition=kappa, extra_terms=10 * code.k)
-        if not state.accepted[m]:
-            self._fail(cl, state, f"master {m}'s repaired product failed verification")
-        state.repaired.add(m)
-        return y
-
-    @staticmethod
-    def _screen_rows(sk, x, mach, got: dict, good: dict, bad: set, state) -> None:
-        """File ``got = {coded row: value row}`` from ``mach`` as good, or catch ``mach``."""
-        if not got:
-            return
-        idx = sorted(got)
-        if all(check(sk, x, np.stack([got[i] for i in run]), (run[0], run[-1] + 1))
-               for run in _runs(idx)):
-            good.update({i: (mach, got[i]) for i in idx})
-        else:
-            bad.update(idx)
-            state.caught.add(mach)
-
-    @staticmethod
-    def _mds_kappa(code, rows) -> float:
-        G = np.asarray(code.generator)[list(rows)]
-        skeel = float(np.linalg.norm(np.abs(np.linalg.inv(G)) @ np.abs(G), 2))
-        return max(1.0, skeel * code.k)
-
-    def _hetero_bound(self, xs, Y, col, cl) -> tuple:
-        if self.F.exact:
-            return None, 0.0, 0.0
-        kappas, sq, rel = [], 0.0, 0.0
-        for m, (x, y) in enumerate(zip(xs, Y)):
-            kap = self._mds_kappa(cl._codes[m], col.used_rows[m])
-            b = rounding_bound(x.shape[0] + 10 * cl._codes[m].k, kap, self.norms[m],
-                               float(np.linalg.norm(x)))
-            kappas.append(kap)
-            sq += b * b
-            rel = max(rel, _relative(b, y))
-        return max(kappas), math.sqrt(sq), rel
-
-
-def _row_asks(storage, m: int, need: int, exclude: set, usable) -> list:
-    """``[(machine, ranges)]``: ``need`` coded rows of master ``m`` not in ``exclude``, from
-    the machines ``usable`` storing them (in id order)."""
-    from ..schemes.policies import hetero as het
-
-    out = []
-    for n in sorted((n for n in usable if n in storage.machines), key=str):
-        if need <= 0:
-            break
-        ranges = het.take_rows(het.ranges_minus(storage.rows_of(m, n), set(exclude)), need)
-        if ranges:
-            out.append((n, ranges))
-            need -= sum(b - a for a, b in ranges)
-    return out
-
-
-def _fetch_rows(cl, mach, m: int, ranges, xref, state) -> dict:
-    """``{coded row: value row}`` of master ``m``'s ``ranges`` computed on ``mach`` (empty if
-    it died)."""
-    from ..schemes.policies import hetero as het
-
-    tasks = tuple(TaskSpec(het.source_name(m), r, 0, None, m, r[0]) for r in ranges)
-    try:
-        res = ray.get(cl._handles[mach].compute.remote(Call(cl._step, tasks, 1, pace_s=0.0), xref))
-    except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-        return {}
-    state.recomputed += len(tasks)
-    return {a + i: row for (a, _), H in zip(ranges, res.results) for i, row in
-            enumerate(np.asarray(H))}
-
 
 def _matrix(data):
     if isinstance(data, tuple) and data and data[0] == "npy":
         return np.load(data[1], mmap_mode="r")
     return data
-
-
-def _padded(F, X, L: int):
-    pad = (-X.shape[1]) % L
-    return np.concatenate([X, F.zeros((X.shape[0], pad))], axis=1) if pad else X
-
-
-def _relative(bound: float, Y) -> float:
-    nY = norm(Y)  # without overflow however large (the bound's scale is the same)
-    return bound / nY if nY > 0 else (0.0 if bound == 0 else math.inf)
-
-
-def _runs(idx: list) -> list:
-    """Consecutive runs of sorted indices."""
-    out: list = []
-    for i in idx:
-        if out and i == out[-1][-1] + 1:
-            out[-1].append(i)
-        else:
-            out.append([i])
-    return out

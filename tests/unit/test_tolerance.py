@@ -13,6 +13,7 @@ from elastic_coded.algebra import field
 from elastic_coded.algebra.conditioning import best_subset, matrix_conditions
 from elastic_coded.algebra.lagrange import UNIT_ROUNDOFF, lagrange_code
 from elastic_coded.algebra.verify import DEFAULT_TOLERANCE, check, make_sketch
+from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.verifying import ToleranceExceeded, Verifier
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble
@@ -131,7 +132,7 @@ def _worst_first(code):
 
 def _fake(col):
     out = SimpleNamespace(collector=col, gather=SimpleNamespace(failed=()), prep=None)
-    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=(), _ctrl=lambda *args: {})
+    cl = StepContext(step=0, F=col.code.field, ctrl=ControllerClient(lambda *args: {}))
     return out, cl
 
 

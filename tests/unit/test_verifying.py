@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
 from elastic_coded.churn import parse_churn
+from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.verifying import ToleranceExceeded, VerificationError, Verifier
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble, compute_task
@@ -40,7 +41,7 @@ def _step(F, A, B, liars: dict, late: bool = True):
             col.add(m, TaskSpec("A", grp.rows, pos, piece.cols, pi, pos), H)
     Y = assemble(plan, col.decoded, B.shape[1] // L, F.dtype)
     out = SimpleNamespace(collector=col, gather=SimpleNamespace(failed=()), prep=None)
-    cl = SimpleNamespace(_step=0, _handles={}, _crash_idle=(), _ctrl=lambda *args: {})
+    cl = StepContext(step=0, F=F, ctrl=ControllerClient(lambda *args: {}))
     return Y, out, cl
 
 
@@ -218,7 +219,7 @@ def test_unified_real_steps_carry_the_reduce_condition_and_a_bound_they_meet(see
                for k in fastest for rows in reduce_groups(d, run.plan, k))
     ver = Verifier(R, "unified", A, seed=seed)
     out = SimpleNamespace(collector=run, prep=None)
-    got = ver.verify(SimpleNamespace(_step=0), X, Y, out)
+    got = ver.verify(StepContext(step=0, F=R), X, Y, out)
     v = ver.last
     assert got is Y and v.verified and not v.caught
     assert v.condition == pytest.approx(want) and v.condition >= 1

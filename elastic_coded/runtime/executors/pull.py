@@ -1,4 +1,4 @@
-"""The pull step driver: ``usctec-pull``, ``usctec-auto`` (the default; it pulls on long steps
+"""The pull executor: ``usctec-pull``, ``usctec-auto`` (the default; it pulls on long steps
 with stragglers, otherwise it dispatches a whole plan, see :func:`_run_whole`) and the
 ``dynamic`` baseline on the one runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
 
@@ -19,15 +19,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import ray
 
-from ..errors import StepFailed
-from ..schemes.policies import pull as pl
-from ..schemes.policies.collect import LagrangeCollector
-from ..schemes.reference import assemble
-from ..schemes.wire import Call, TaskSpec
-from .drain import is_preempted
-from .gather import Gather, cancel
+from ...algebra.lagrange import code_width
+from ...errors import StepFailed
+from ...schemes.policies import pull as pl
+from ...schemes.policies.collect import LagrangeCollector
+from ...schemes.reference import assemble
+from ...schemes.wire import Call, TaskSpec
+from ..context import StepContext
+from ..drain import is_preempted
+from ..gather import Gather, cancel
+from .common import Outcome, encode_inputs, slowed
+from .whole import run_whole
 
-__all__ = ["run_pull", "PullGather", "FINE"]
+__all__ = ["run_pull", "PullGather", "FINE", "history"]
 
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
@@ -46,18 +50,18 @@ class PullGather(Gather):
         return tuple(sorted(self.outrun | {m for m, _, _ in self.pending.values()}, key=str))
 
 
-def _rates(cl, plan, total: int, speeds: dict) -> dict:
+def _rates(ctx: StepContext, plan, total: int, speeds: dict) -> dict:
     """Products per second expected of each machine before it returns a unit: its speed
     estimate times the products per second per unit of speed (emulation: ``total /
     time_scale``; otherwise the last pull step's measured figure, or a first guess)."""
-    if cl.time_scale > 0:
-        per = total / cl.time_scale
+    if ctx.time_scale > 0:
+        per = total / ctx.time_scale
     else:
-        per = getattr(cl, "_pull_rate", None) or 1e8
+        per = ctx.pull_rate or 1e8
     return {m: float(speeds.get(m, 1.0)) * per for m in plan.available}
 
 
-def _expected_s(cl, plan, rates: dict, total: int) -> float:
+def _expected_s(plan, rates: dict, total: int) -> float:
     work = {m: 0 for m in plan.available}
     cols = max(1, total // max(1, plan.num_rows))
     for m, ts in plan.tasks().items():
@@ -65,9 +69,9 @@ def _expected_s(cl, plan, rates: dict, total: int) -> float:
     return max((w / rates[m] for m, w in work.items() if w), default=0.0)
 
 
-def _layout(cl, plan: pl.PullPlan, prep, total: int, rates: dict):
+def _layout(ctx: StepContext, plan: pl.PullPlan, prep, total: int, rates: dict):
     """The step's sub-divided plan and its queue."""
-    opts = cl.options or pl.PullOptions()
+    opts = ctx.options or pl.PullOptions()
     if plan.copies:
         n = opts.chunks * len(plan.available)
         if n != plan.chunks:
@@ -77,7 +81,7 @@ def _layout(cl, plan: pl.PullPlan, prep, total: int, rates: dict):
         prod = {u: u.num_rows * total // plan.num_rows for u in units}
         return plan, pl.DynamicQueue(units, plan.holders, prod)
     u = opts.units
-    expected = _expected_s(cl, plan, rates, total)
+    expected = _expected_s(plan, rates, total)
     if u == "auto":
         u = pl.units_for(expected, len(plan.available), opts.call_cost_s)
     sub, queues = pl.subdivide(plan, FINE * u)
@@ -92,87 +96,62 @@ def _layout(cl, plan: pl.PullPlan, prep, total: int, rates: dict):
                               batch_s=expected / u)
 
 
-def run_pull(cl, B: np.ndarray, policy: str, ev, prep):
+def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
-    from .steps import Outcome, encode_inputs
-
     plan: pl.PullPlan = prep.plan
     if plan.eager is not None:
-        mode = pl.choose_mode(_history(cl, policy), _pull_pays(cl, plan, prep, B.shape[1]))
+        mode = pl.choose_mode(list(ctx.history), _pull_pays(ctx, plan, prep, B.shape[1]))
         if mode != "pull":
-            return _run_whole(cl, B, ev, prep, mode)
+            return _run_whole(ctx, B, ev, prep, mode)
     t1 = time.perf_counter()
     r = B.shape[1]
-    code, coded, refs = encode_inputs(cl, B, plan.L, plan.S)
+    code, coded, refs = encode_inputs(ctx.F, B, plan.L, plan.S)
     t2 = time.perf_counter()
     total = plan.num_rows * r
     padded = plan.num_rows * coded.shape[2] * plan.L   # products with the zero columns
-    rates = _rates(cl, plan, padded, prep.speeds)
-    sub, q = _layout(cl, plan, prep, padded, rates)
-    col = LagrangeCollector(sub, code, cl._verifier.patience)
-    g = PullGather(refs, cl._handles, col, lambda m, c: [])
+    rates = _rates(ctx, plan, padded, prep.speeds)
+    sub, q = _layout(ctx, plan, prep, padded, rates)
+    col = LagrangeCollector(sub, code, ctx.patience)
+    g = PullGather(refs, ctx.handles, col, lambda m, c: [])
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
-    _Loop(cl, g, q, col, ev, total, (cl.options or pl.PullOptions()).depth).run()
+    _Loop(ctx, g, q, col, ev, total, (ctx.options or pl.PullOptions()).depth).run()
     td = time.perf_counter()
-    Y = assemble(sub, col.decoded, coded.shape[2], cl.F.dtype)[:, :r]
-    if g.finished and cl.time_scale <= 0:
-        cl._pull_rate = _measured_rate(g, prep.speeds)
+    Y = assemble(sub, col.decoded, coded.shape[2], ctx.F.dtype)[:, :r]
+    rate = _measured_rate(g, prep.speeds) if g.finished and ctx.time_scale <= 0 else None
     extra = {"units": len(q.products) if plan.copies else sum(len(p.machines)
                                                                for p in sub.pieces),
              "pieces": len(sub.pieces), "cancelled": g.cancelled, "mode": "pull",
-             "slowed": slowed(g, prep.speeds, total, cl.time_scale or 1.0),
+             "slowed": slowed(g, prep.speeds, total, ctx.time_scale or 1.0),
              "stolen": getattr(q, "stolen", 0)}
     g.backups = q.backups
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
-                      collector=col)
+                      collector=col, pull_rate=rate)
 
 
-def _pull_pays(cl, plan: pl.PullPlan, prep, r: int) -> bool:
+def _pull_pays(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> bool:
     """``usctec-auto``: whether this step pulls (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`)."""
-    opts = cl.options or pl.PullOptions()
-    from ..algebra.lagrange import code_width
-
-    total = plan.num_rows * (r + (-r) % (plan.L * code_width(cl.F, plan.L, plan.S)))
-    expected = _expected_s(cl, plan, _rates(cl, plan, total, prep.speeds), total)
+    opts = ctx.options or pl.PullOptions()
+    total = plan.num_rows * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
+    expected = _expected_s(plan, _rates(ctx, plan, total, prep.speeds), total)
     u = opts.units if opts.units != "auto" else \
         pl.units_for(expected, len(plan.available), opts.call_cost_s)
     return pl.prefer_pull(expected, plan.L, plan.S, len(plan.available), u, opts.call_cost_s)
 
 
-def _history(cl, policy: str, window: int = 2 * pl.PROBE_EVERY) -> list:
-    """``(observed, slowed)`` for the cluster's recent steps of ``policy`` (see
-    :func:`~elastic_coded.schemes.policies.pull.choose_mode`)."""
-    mine = [r for r in cl.reports[-16 * window:] if r.policy == policy and r.extra]
-    return [(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine
-            ][-window:]
+def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
+    """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
+    :func:`~elastic_coded.schemes.policies.pull.choose_mode`), for the step's context."""
+    mine = [r for r in reports[-16 * window:] if r.policy == policy and r.extra]
+    return tuple([(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine
+                  ][-window:])
 
 
-def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,
-           late: float = 0.8) -> tuple:
-    """The step's stragglers as observed, each machine's speed measured in the step over its
-    estimate set against the step's median of that ratio over the calls that came back (the
-    median takes out what every call pays alike, such as the runtime's own time on very short
-    calls): below ``factor`` of it for a call that came back, or below ``late`` of it for the
-    upper bound of a call given up after it started (cancelled once others covered it: a
-    machine on time is cancelled before its call is due, so its bound is above its speed).
-    A whole ``(L, S)`` plan cancels its slowest calls about when the others finish, so it sees
-    no one: :func:`_history` marks its steps blind."""
-    meas = {m: (v / float(speeds[m]), kind) for m, (v, kind) in
-            g.measured_speeds(total, scale).items() if m in speeds and float(speeds[m]) > 0}
-    vals = [x for x, kind in meas.values() if kind == "value"]
-    med = float(np.median(vals)) if vals else 1.0
-    return tuple(sorted((m for m, (x, kind) in meas.items()
-                         if x < (factor if kind == "value" else late) * med), key=str))
-
-
-def _run_whole(cl, B, ev, prep, mode: str):
+def _run_whole(ctx: StepContext, B, ev, prep, mode: str):
     """``usctec-auto`` dispatching a whole plan at once (``usctec``'s execution): the ``(L, S)``
     plan (``"eager"``) or the ``(1, 0)`` one (``"lean"``)."""
-    from .steps import run_lagrange
-
     plan = prep.plan.eager if mode == "eager" else prep.plan.lean
     prep = replace(prep, plan=plan)
-    Y, out = run_lagrange(cl, B, "usctec", ev, prep)
+    Y, out = run_whole(replace(ctx, policy="usctec"), B, ev, prep)
     out.prep = prep
     out.extra = dict(out.extra, mode=mode)
     return Y, out
@@ -187,8 +166,8 @@ def _measured_rate(g: PullGather, speeds: dict) -> float | None:
 class _Loop:
     """One pull step's event loop over a :class:`PullGather` and a queue."""
 
-    def __init__(self, cl, g: PullGather, q, col, ev, total: int, depth: int):
-        self.cl, self.g, self.q, self.col, self.ev = cl, g, q, col, ev
+    def __init__(self, ctx: StepContext, g: PullGather, q, col, ev, total: int, depth: int):
+        self.ctx, self.g, self.q, self.col, self.ev = ctx, g, q, col, ev
         self.total, self.depth = total, depth
         self.calls: dict = {}      # machine -> calls sent (a scripted crash takes the first)
         # the coded rules look at the clock (a call becomes overdue); dynamic's only at arrivals
@@ -218,7 +197,7 @@ class _Loop:
                 self._forget(ref, time.perf_counter())
 
     def _live(self) -> list:
-        return [m for m in self.cl._handles if m not in self.q.dead]
+        return [m for m in self.ctx.handles if m not in self.q.dead]
 
     def _fill_all(self) -> None:
         now = time.perf_counter()
@@ -236,7 +215,7 @@ class _Loop:
         crash = 0.5 if first and m in self.ev.crash else None
         tasks = tuple(TaskSpec("A", u.rows, u.position, u.cols, u.piece, u.position)
                       for u in units)
-        call = Call(self.cl._step, tasks, self.total, float(self.ev.slow.get(m, 1.0)),
+        call = Call(self.ctx.step, tasks, self.total, float(self.ev.slow.get(m, 1.0)),
                     crash_at=crash)
         ref = self.g.dispatch(m, None, call)
         self.q.sent(m, units, ref, now)
@@ -304,7 +283,7 @@ class _Loop:
         for ref in [r for r, (mm, _, _) in g.pending.items() if mm == m]:
             g.pending.pop(ref)
         self.q.lost(m)
-        self.cl._ctrl("mark_dead", [m])
+        self.ctx.ctrl.mark_dead([m])
 
     def _rescue(self) -> None:
         """Nothing in flight and pieces left: their units have no live holder.  The controller
@@ -319,6 +298,6 @@ class _Loop:
                 lost += [TaskSpec("A", rows, p, None, pi, p) for p in range(self.col.code.K)
                          if p not in have][:self.col.plan.L - len(have)]
         self.q.orphans.clear()
-        for re in self.cl._ctrl("recover", lost, []):
-            self.cl._handles[re.machine] = re.handle
-            self.g.dispatch(re.machine, re.handle, Call(self.cl._step, re.tasks, self.total))
+        for re in self.ctx.ctrl.recover(lost, []):
+            self.ctx.handles[re.machine] = re.handle
+            self.g.dispatch(re.machine, re.handle, Call(self.ctx.step, re.tasks, self.total))

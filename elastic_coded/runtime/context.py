@@ -1,0 +1,86 @@
+"""What a step's executor is given: a frozen :class:`StepContext`, with a typed
+:class:`ControllerClient` for the few controller calls a step makes mid-way.
+
+The executors (:mod:`.executors`) and the verifier (:mod:`.verifying`) read the step from here
+and never see the cluster: the driver (:class:`~.cluster.ElasticCluster`) builds a context per
+step, runs the policy's executor on it, and turns the :class:`~.executors.common.Outcome` it
+returns into the step report.  Tests build one directly (every field but ``step`` and ``F`` has
+a default), with a client over a fake ``call``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["StepContext", "ControllerClient", "no_controller"]
+
+
+def _no_call(method: str, *args):
+    raise RuntimeError(f"controller: no controller in this context (called {method!r})")
+
+
+@dataclass(frozen=True)
+class ControllerClient:
+    """The controller calls a step makes, typed.  ``call(method, *args)`` makes one (the
+    cluster's: a controller that died is replaced and the call made again);
+    ``replan()`` asks for the step's plan again after the storage changed mid-step (the
+    unified scheme re-encoding for the machines left), updating the driver's tables."""
+
+    call: Callable[..., Any] = _no_call
+    replan: Callable[[], Any] | None = None
+
+    def mark_dead(self, machines) -> None:
+        """Drop machines found dead mid-step (their storage is repaired at the next step)."""
+        self.call("mark_dead", list(machines))
+
+    def recover(self, lost, dead) -> list:
+        """USCTEC: lost tasks re-planned on live holders of their rows
+        (:class:`~elastic_coded.schemes.wire.Reassignment` per machine)."""
+        return self.call("recover", list(lost), list(dead))
+
+    def holders_of(self, plan) -> dict:
+        """``{piece: [present machines storing its rows]}`` (speculative and coded backups)."""
+        return self.call("holders_of", plan) or {}
+
+    def hetero_rescue(self, master: int, need: int, exclude, order):
+        """Fresh coded rows of ``master`` on the first machine of ``order`` that takes them
+        (:class:`~elastic_coded.schemes.wire.Rescued`)."""
+        return self.call("hetero_rescue", master, need, sorted(exclude), list(order))
+
+
+def no_controller() -> ControllerClient:
+    """A client whose every call fails clearly (in-process tests that need none)."""
+    return ControllerClient()
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """One step, as its executor and verifier see it.
+
+    ``handles``: the machines of the step, ``{id: worker handle}``; an executor adds the
+    machines the controller hands it mid-step (a rescue), so the driver learns them.
+    ``options``: the policy's typed options.  ``patience``: the decode condition above which
+    a piece waits for better-conditioned results (:attr:`~.verifying.Verifier.patience`).
+    ``codes``: the heterogeneous masters' MDS codes.  ``history``: ``usctec-auto``'s recent
+    steps of the policy, ``(observed, slowed)`` each (:func:`~.executors.pull.history`).
+    ``pull_rate``: products per second per unit of speed measured by the last pull step at
+    real speed.  ``unified``: the driver's cache of Shuffle plans and stored designs
+    (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
+    crash that had no call to crash in."""
+
+    step: int
+    F: Any
+    policy: str = "usctec"
+    handles: dict = field(default_factory=dict)
+    time_scale: float = 0.0
+    seed: int = 0
+    deadline: float | None = None
+    options: Any = None
+    ctrl: ControllerClient = field(default_factory=no_controller)
+    patience: float | None = None
+    codes: tuple = ()
+    history: tuple = ()
+    pull_rate: float | None = None
+    unified: Any = None
+    crashed: tuple = ()

@@ -1,0 +1,70 @@
+"""What every executor shares: the :class:`Outcome` it returns, the Lagrange encoding of the
+inputs, and the stragglers as observed (:func:`slowed`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import ray
+
+from ...algebra.lagrange import lagrange_code
+from ..gather import Gather
+
+__all__ = ["Outcome", "encode_inputs", "crash_at", "slowed"]
+
+
+@dataclass
+class Outcome:
+    """What a step did, for the report."""
+
+    gather: Gather
+    t_encode: float
+    t_decode: float
+    total_products: int
+    decoded_by: dict
+    recovered: tuple = ()
+    extra: dict = field(default_factory=dict)
+    prep: object = None
+    """The prepared step that ran, when the step had to be planned again (unified re-encoding
+    after crashes mid-step) or ran another plan than the one prepared (``usctec-auto``)."""
+    collector: object = None
+    """The step's collector (its results by piece and position), for checks after decoding."""
+    pull_rate: float | None = None
+    """A pull step at real speed: the products per second per unit of speed it measured."""
+
+
+def crash_at(machine, ev) -> float | None:
+    """When a scripted crash ends ``machine``'s call (a fraction of it), or ``None``."""
+    return 0.5 if machine in ev.crash else None
+
+
+def encode_inputs(F, B: np.ndarray, L: int, S: int):
+    """``B`` Lagrange-coded for ``(L, S)`` and each of its ``L + S`` positions put in the
+    object store once: ``(code, coded, refs)``.  Zero columns are added only when ``L`` (times
+    the code's width, 2 for a complex code) does not divide ``B``'s column count (see
+    ``step_code``)."""
+    code = lagrange_code(F, L, S)
+    pad = (-B.shape[1]) % (L * code.width)
+    if pad:
+        B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
+    coded = code.encode(B)
+    return code, coded, [ray.put(coded[p]) for p in range(code.K)]
+
+
+def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,
+           late: float = 0.8) -> tuple:
+    """The step's stragglers as observed, each machine's speed measured in the step over its
+    estimate set against the step's median of that ratio over the calls that came back (the
+    median takes out what every call pays alike, such as the runtime's own time on very short
+    calls): below ``factor`` of it for a call that came back, or below ``late`` of it for the
+    upper bound of a call given up after it started (cancelled once others covered it: a
+    machine on time is cancelled before its call is due, so its bound is above its speed).
+    A whole ``(L, S)`` plan cancels its slowest calls about when the others finish, so it sees
+    no one: :func:`~.pull.history` marks its steps blind."""
+    meas = {m: (v / float(speeds[m]), kind) for m, (v, kind) in
+            g.measured_speeds(total, scale).items() if m in speeds and float(speeds[m]) > 0}
+    vals = [x for x, kind in meas.values() if kind == "value"]
+    med = float(np.median(vals)) if vals else 1.0
+    return tuple(sorted((m for m, (x, kind) in meas.items()
+                         if x < (factor if kind == "value" else late) * med), key=str))
