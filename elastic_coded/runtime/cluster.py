@@ -24,20 +24,18 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..algebra.fields import field as make_field
-from ..algebra.lagrange import lagrange_code
-from ..algebra.mds import mds_code
 from ..algebra.scaling import max_exponent
 from ..churn import CAUGHT_LIMIT, ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..errors import ShortOfMachines, StepFailed
 from ..schemes.registry import added_policies
 from ..schemes.policies import family_of, parse_options
-from ..schemes.policies import hetero as het
 from . import events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
 from .executors.pull import history
+from .family_setup import FAMILIES, FamilySetup
 from .hosting import kill, per_process
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
@@ -55,26 +53,6 @@ def _check_int(name: str, val, lo: int) -> int:
     return int(val)
 
 
-def _matrices(F, As) -> list:
-    if isinstance(As, np.ndarray) and As.ndim == 2:
-        raise ValueError("A: policy 'hetero' needs a list of matrices, one per master, got one "
-                         "2-D array (wrap it in a list for a single master)")
-    try:
-        mats = list(As)
-    except TypeError:
-        raise ValueError(f"A: policy 'hetero' needs a list of 2-D matrices, got "
-                         f"{type(As).__name__}") from None
-    if not mats:
-        raise ValueError("A: policy 'hetero' needs at least one matrix (one per master)")
-    out = []
-    for m, A in enumerate(mats):
-        arr = F.asarray(A, f"A[{m}]")
-        if arr.ndim != 2 or min(arr.shape) < 1:
-            raise ValueError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
-        out.append(arr)
-    return out
-
-
 def _churn_script(churn) -> ChurnScript:
     """A churn script from ``None``, a YAML path, a mapping or a :class:`ChurnScript`."""
     if churn is None:
@@ -82,17 +60,6 @@ def _churn_script(churn) -> ChurnScript:
     if isinstance(churn, (str, os.PathLike)):
         return load_churn(str(churn))
     return churn if isinstance(churn, ChurnScript) else parse_churn(churn)
-
-
-def _chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
-    step = chunk_rows or max(1, math.ceil(A.shape[0] / 64))
-    starts = list(range(0, A.shape[0], step))
-    return ("chunks", starts, [ray.put(A[s:s + step]) for s in starts])
-
-
-def _matrix(data):
-    """``A`` itself, or memory-mapped from the ``.npy`` file it came in."""
-    return np.load(data[1], mmap_mode="r") if isinstance(data, tuple) else data
 
 
 def _no_carry() -> dict:
@@ -210,8 +177,7 @@ class ElasticCluster:
         else:
             specs = machine_specs(machines, storage)
         data = self._load(A)
-        self._a_exp = 0 if self.F.exact else max(
-            max_exponent(a) for a in (data if self.family == "hetero" else [_matrix(data)]))
+        self._a_exp = 0 if self.F.exact else max(max_exponent(a) for a in self._loaded.mats)
         self._verifier = Verifier(self.F, self.family, data, verify=verify, strict=strict,
                                   tolerance=tolerance, exclude_after=exclude_after)
         self._precheck(specs, data)
@@ -233,73 +199,25 @@ class ElasticCluster:
             self.shutdown()
             raise
 
-    # -- data ---------------------------------------------------------------------------------
+    # -- data (the family's setup, :mod:`.family_setup`) ------------------------------------------
+    @property
+    def _fam(self) -> FamilySetup:
+        return FAMILIES[self.family]
+
     def _load(self, A):
         """Check ``A`` before Ray starts; returns what :meth:`_sources` puts."""
-        if self.family == "hetero":
-            mats = _matrices(self.F, A)
-            self.shape = (sum(a.shape[0] for a in mats), None)
-            self.masters = tuple(a.shape for a in mats)
-            return mats
-        if isinstance(A, (str, os.PathLike)):
-            path = os.path.abspath(str(A))
-            if not os.path.exists(path):
-                raise ValueError(f"A: no file at {path!r}")
-            try:
-                mm = np.load(path, mmap_mode="r")
-            except ValueError as exc:
-                raise ValueError(f"A: the file {path!r} does not hold a plain numeric array "
-                                 f"({exc})") from None
-            if mm.ndim != 2:
-                raise ValueError(f"A: must be 2-D, the file holds shape {mm.shape}")
-            self.F.asarray(np.asarray(mm[:1]), "A")  # dtype check on a row
-            self.shape = mm.shape
-            return ("npy", path)
-        A = self.F.asarray(A, "A")
-        if A.ndim != 2 or min(A.shape) < 1:
-            raise ValueError(f"A: must be a non-empty 2-D array, got shape {A.shape}")
-        self.shape = A.shape
-        return A
+        loaded = self._loaded = self._fam.load(self.F, A)
+        self.shape, self.masters = loaded.shape, loaded.masters
+        return loaded.data
 
     def _precheck(self, specs: list, data) -> None:
         """What can be checked before Ray starts: enough machines for the code, a field with
-        enough points, a plan for the machines given."""
-        n = len(specs)
-        if self.family == "usctec":
-            try:  # the field has the K + L points it needs
-                lagrange_code(self.F, self.L, self.S)
-            except ValueError as exc:
-                raise ValueError(
-                    f"L, S: L={self.L}, S={self.S} need L+S+L = {2 * self.L + self.S} distinct "
-                    f"points of the field (L+S coded positions, L to interpolate at), and "
-                    f"{self.F.name} has only {getattr(self.F, 'order', '?')} elements; use a "
-                    f"larger field, or smaller L and S ({exc})") from None
-            need = self.L if self.allow_lower_S else self.L + self.S
-            if specs and n < need:
-                raise ValueError(
-                    f"machines: {n} given, fewer than {'L' if self.allow_lower_S else 'L+S'} = "
-                    f"{need}" + ("" if self.allow_lower_S else
-                                 "; add machines, or pass allow_lower_S=True"))
-        elif self.family == "unified" and specs:
-            from ..schemes.policies import unified as uni
-            uni.plan_storage(self.options, self.shape[0], [s.id for s in specs], None,
-                             self.options.N or self.options.q, self.F)
-        elif self.family == "hetero":
-            if specs and n <= len(data):
-                raise ValueError(f"machines: {n} given; policy 'hetero' needs more machines "
-                                 f"than masters ({len(data)})")
-            L = tuple(a.shape[0] for a in data)
-            caps = het.capacities(self.options, L, getattr(self.F, "order", None))
-            self._codes = tuple(mds_code(self.F, caps[m], L[m], seed=self.seed + m)
-                                for m in range(len(L)))
+        enough points, a plan for the machines given (hetero: the masters' codes made)."""
+        self._codes = self._fam.precheck(self.F, self.L, self.S, self.options, self.seed,
+                                         self.allow_lower_S, specs, self._loaded)
 
     def _sources(self, data, chunk_rows) -> tuple[dict, tuple]:
-        if self.family != "hetero":
-            src = data if isinstance(data, tuple) else _chunks(data, chunk_rows)
-            return {"A": src}, ()
-        L = tuple(a.shape[0] for a in data)
-        return ({het.source_name(m): _chunks(code.encode(a), chunk_rows)
-                 for m, (code, a) in enumerate(zip(self._codes, data))}, L)
+        return self._fam.sources(self._loaded, chunk_rows, self._codes)
 
     # -- the controller --------------------------------------------------------------------------
     def _new_controller(self):
@@ -365,8 +283,8 @@ class ElasticCluster:
                              f"cluster stores for {self.family}")
         if self._closed:
             raise StepFailed("cluster: already shut down")
-        X, shape, n_cols = inputs.step_inputs(self, B)
-        X, k = inputs.scale(self, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
+        X, shape, n_cols = self._fam.inputs(self.F, self._loaded, B)
+        X, k = inputs.scale(self.F, self._a_exp, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
         ev = churn_events.apply(self, events)
         dead = self._verifier.arm(self._handles, self._step, ev)
         if dead:  # e.g. a liar that crashed in its lying step
@@ -377,9 +295,9 @@ class ElasticCluster:
         ctx = self._context(policy, n_cols)
         Y, out = run_step(ctx, X, ev, prep)
         self._pull_rate = out.pull_rate or self._pull_rate
-        inputs.check_finite(self, Y)
+        inputs.check_finite(self.F, Y)
         Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
-        inputs.check_finite(self, Y)
+        inputs.check_finite(self.F, Y)
         self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
         self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
         for m in self._verifier.exclude(self._handles):
@@ -413,7 +331,7 @@ class ElasticCluster:
             try:
                 prep = self._ctrl("prepare_step", req)
             except ShortOfMachines as exc:
-                if not self.allow_lower_S or self.family != "usctec":
+                if not (self.allow_lower_S and self._fam.takes_LS):
                     raise
                 S_override = exc.S_max
                 log.warning("running step %d with S=%d (%s)", self._step, S_override,
@@ -459,7 +377,7 @@ class ElasticCluster:
         # speeds are learnt where a call's time follows its products (the USCTEC family); the
         # unified and hetero calls are paced by their latency models, built on the speeds
         # configured, so measuring them would feed the model its own draws
-        measured = g.measured_speeds(out.total_products, scale) if self.family == "usctec" \
+        measured = g.measured_speeds(out.total_products, scale) if self._fam.learns_speeds \
             else {}
         c, self._carry = self._carry, _no_carry()
         wasted = g.wasted + g.leftover_products()
@@ -479,7 +397,7 @@ class ElasticCluster:
             crashed=tuple(self._crash_idle), extra=out.extra,
             draining=c["draining"] + prep.draining,
             preempted=tuple(dict.fromkeys(c["preempted"] + prep.preempted + tuple(g.preempted))),
-            code=(plan.L, plan.S) if self.family == "usctec" else None,
+            code=(plan.L, plan.S) if self._fam.takes_LS else None,
             **self._verifier.last.fields())
         self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
                                       len(stragglers))
@@ -489,7 +407,7 @@ class ElasticCluster:
         mem.forget(self, gone)  # out of every driver-side table, now
         if gone:
             self._epoch += 1
-        if S_override is None and self.family == "usctec":
+        if S_override is None and self._fam.prefetches:
             # the next step of this policy, planned while the caller works (same input width)
             req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
             self._prefetch[policy] = (self._epoch, n_cols,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..algebra import scaling
 
-__all__ = ["step_inputs", "scale", "unscale", "check_finite", "unscale_verdict"]
+__all__ = ["matrix_inputs", "master_inputs", "scale", "unscale", "check_finite", "unscale_verdict"]
 
 
 def _input(F, x, name: str, rows: int) -> np.ndarray:
@@ -41,47 +41,53 @@ def _input(F, x, name: str, rows: int) -> np.ndarray:
     return arr
 
 
-def step_inputs(cl, B):
-    """The step's inputs, checked: ``(inputs, shape, columns)``, ``shape`` turning the
-    product back into what the caller passed (a vector for a vector)."""
-    if cl.family == "hetero":
-        M = len(cl.masters)
-        if isinstance(B, np.ndarray) and M != 1:
-            raise ValueError(f"B: policy 'hetero' needs a list of M = {M} inputs, got one "
-                             f"array of shape {B.shape}")
-        if B is None or isinstance(B, (str, bytes, Mapping)):
-            raise TypeError(f"B: policy 'hetero' needs a list of M = {M} inputs, got "
-                            f"{type(B).__name__}")
-        xs = list(B) if not isinstance(B, np.ndarray) else [B]
-        if len(xs) != M:
-            raise ValueError(f"B: needs one input per master, M = {M}, got {len(xs)}")
-        out, vec = [], []
-        for m, x in enumerate(xs):
-            arr = _input(cl.F, x, f"B[{m}]", cl.masters[m][1])
-            vec.append(arr.ndim == 1)
-            arr = arr[:, None] if arr.ndim == 1 else arr
-            if arr.shape[0] != cl.masters[m][1] or arr.shape[1] < 1:
-                raise ValueError(f"B[{m}]: shape {np.shape(x)} does not fit A[{m}] "
-                                 f"{cl.masters[m]} (B[{m}].shape[0] must equal "
-                                 f"{cl.masters[m][1]}, with >= 1 column)")
-            out.append(arr)
-        return out, lambda Y: [y[:, 0] if v else y for y, v in zip(Y, vec)], \
-            sum(x.shape[1] for x in out)
-    B = _input(cl.F, B, "B", cl.shape[1])
+def master_inputs(F, masters: tuple, B):
+    """Heterogeneous masters: one input per master, checked against its matrix's shape
+    (``masters``): ``(inputs, shape, columns)``, ``shape`` turning the products back into
+    what the caller passed (a vector for a vector)."""
+    M = len(masters)
+    if isinstance(B, np.ndarray) and M != 1:
+        raise ValueError(f"B: policy 'hetero' needs a list of M = {M} inputs, got one "
+                         f"array of shape {B.shape}")
+    if B is None or isinstance(B, (str, bytes, Mapping)):
+        raise TypeError(f"B: policy 'hetero' needs a list of M = {M} inputs, got "
+                        f"{type(B).__name__}")
+    xs = list(B) if not isinstance(B, np.ndarray) else [B]
+    if len(xs) != M:
+        raise ValueError(f"B: needs one input per master, M = {M}, got {len(xs)}")
+    out, vec = [], []
+    for m, x in enumerate(xs):
+        arr = _input(F, x, f"B[{m}]", masters[m][1])
+        vec.append(arr.ndim == 1)
+        arr = arr[:, None] if arr.ndim == 1 else arr
+        if arr.shape[0] != masters[m][1] or arr.shape[1] < 1:
+            raise ValueError(f"B[{m}]: shape {np.shape(x)} does not fit A[{m}] "
+                             f"{masters[m]} (B[{m}].shape[0] must equal "
+                             f"{masters[m][1]}, with >= 1 column)")
+        out.append(arr)
+    return out, lambda Y: [y[:, 0] if v else y for y, v in zip(Y, vec)], \
+        sum(x.shape[1] for x in out)
+
+
+def matrix_inputs(F, shape: tuple, B):
+    """One matrix ``A`` of ``shape``: ``B`` checked, ``(B, shape, columns)`` as
+    :func:`master_inputs`."""
+    B = _input(F, B, "B", shape[1])
     vec = B.ndim == 1
     B = B[:, None] if vec else B
-    if B.shape[0] != cl.shape[1] or B.shape[1] < 1:
-        raise ValueError(f"B: shape {B.shape} does not fit A {cl.shape} "
-                         f"(B.shape[0] must equal {cl.shape[1]}, with >= 1 column)")
+    if B.shape[0] != shape[1] or B.shape[1] < 1:
+        raise ValueError(f"B: shape {B.shape} does not fit A {shape} "
+                         f"(B.shape[0] must equal {shape[1]}, with >= 1 column)")
     return B, (lambda Y: Y[:, 0]) if vec else (lambda Y: Y), B.shape[1]
 
 
-def scale(cl, X):
-    """``(X 2^-k, k)`` (module docstring); ``k = 0`` over a finite field."""
-    if cl.F.exact:
+def scale(F, a_exp: int, X):
+    """``(X 2^-k, k)`` (module docstring; ``a_exp``: ``A``'s largest binary exponent);
+    ``k = 0`` over a finite field."""
+    if F.exact:
         return X, 0
     xs = X if isinstance(X, list) else [X]
-    k = scaling.shift_for(cl._a_exp, max(scaling.exponent(x) for x in xs))
+    k = scaling.shift_for(a_exp, max(scaling.exponent(x) for x in xs))
     if k == 0:
         return X, 0
     out = [scaling.scaled(x, k) for x in xs]
@@ -95,9 +101,9 @@ def unscale(Y, k: int):
     return [scaling.scaled(y, -k) for y in Y] if isinstance(Y, list) else scaling.scaled(Y, -k)
 
 
-def check_finite(cl, Y) -> None:
+def check_finite(F, Y) -> None:
     """Raise the overflow error for a real product with an ``inf`` or ``nan``."""
-    if cl.F.exact:
+    if F.exact:
         return
     for y in (Y if isinstance(Y, list) else [Y]):
         if not np.all(np.isfinite(y)):

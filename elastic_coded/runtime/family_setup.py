@@ -1,0 +1,184 @@
+"""What the driver does differently for each storage family, as data: how ``A`` is loaded and
+checked, what is checked before Ray starts, what goes into the object store, how a step's
+inputs are read, and three traits (:class:`FamilySetup`).  The driver picks one by family
+(:data:`FAMILIES`) and never branches on the family's name."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import ray
+
+from ..algebra.lagrange import lagrange_code
+from ..algebra.mds import mds_code
+from ..schemes.policies import hetero as het
+from . import inputs
+
+__all__ = ["FamilySetup", "Loaded", "FAMILIES", "chunks", "matrix_of"]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """``A`` as checked before Ray starts.  ``data``: an array, ``("npy", path)`` (each
+    worker reads its own rows) or, for ``hetero``, the list of the masters' matrices;
+    ``shape``: ``A``'s (``hetero``: total rows, ``None``); ``masters``: the masters' shapes."""
+
+    data: Any
+    shape: tuple
+    masters: tuple = ()
+
+    @property
+    def mats(self) -> list:
+        """The matrices themselves (memory-mapped from an ``.npy`` file)."""
+        return list(self.data) if isinstance(self.data, list) else [matrix_of(self.data)]
+
+
+@dataclass(frozen=True)
+class FamilySetup:
+    """One storage family on the driver.
+
+    ``takes_LS``: the family codes with ``(L, S)`` (the USCTEC family: ``L`` and ``S`` are
+    required, a lower ``S`` may be allowed, the step's code is reported); ``learns_speeds``:
+    a call's time follows its products, so the driver measures speeds from it (the unified
+    and hetero calls are paced by latency models built on the configured speeds, which
+    measuring would feed their own draws); ``prefetches``: the next step's plan is asked for
+    as a step ends.  ``load(F, A) -> Loaded``; ``precheck(F, L, S, options, seed,
+    allow_lower_S, specs, loaded) -> codes`` raises what can be found before Ray starts;
+    ``sources(loaded, chunk_rows, codes) -> ({name: source}, masters' rows)``;
+    ``inputs(F, loaded, B) -> (X, shape, columns)``."""
+
+    name: str
+    takes_LS: bool
+    learns_speeds: bool
+    prefetches: bool
+    load: Callable
+    precheck: Callable
+    sources: Callable
+    inputs: Callable
+
+
+def matrix_of(data):
+    """``A`` itself, or memory-mapped from the ``.npy`` file it came in."""
+    return np.load(data[1], mmap_mode="r") if isinstance(data, tuple) else data
+
+
+def chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
+    """``A`` in the object store in row chunks (about 64 unless ``chunk_rows``)."""
+    step = chunk_rows or max(1, math.ceil(A.shape[0] / 64))
+    starts = list(range(0, A.shape[0], step))
+    return ("chunks", starts, [ray.put(A[s:s + step]) for s in starts])
+
+
+# -- one matrix (usctec, unified) ------------------------------------------------------------------
+
+def _load_matrix(F, A) -> Loaded:
+    if isinstance(A, (str, os.PathLike)):
+        path = os.path.abspath(str(A))
+        if not os.path.exists(path):
+            raise ValueError(f"A: no file at {path!r}")
+        try:
+            mm = np.load(path, mmap_mode="r")
+        except ValueError as exc:
+            raise ValueError(f"A: the file {path!r} does not hold a plain numeric array "
+                             f"({exc})") from None
+        if mm.ndim != 2:
+            raise ValueError(f"A: must be 2-D, the file holds shape {mm.shape}")
+        F.asarray(np.asarray(mm[:1]), "A")  # dtype check on a row
+        return Loaded(("npy", path), mm.shape)
+    A = F.asarray(A, "A")
+    if A.ndim != 2 or min(A.shape) < 1:
+        raise ValueError(f"A: must be a non-empty 2-D array, got shape {A.shape}")
+    return Loaded(A, A.shape)
+
+
+def _one_source(loaded: Loaded, chunk_rows, codes) -> tuple:
+    data = loaded.data
+    return {"A": data if isinstance(data, tuple) else chunks(data, chunk_rows)}, ()
+
+
+def _matrix_inputs(F, loaded: Loaded, B):
+    return inputs.matrix_inputs(F, loaded.shape, B)
+
+
+def _usctec_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
+    try:  # the field has the K + L points it needs
+        lagrange_code(F, L, S)
+    except ValueError as exc:
+        raise ValueError(
+            f"L, S: L={L}, S={S} need L+S+L = {2 * L + S} distinct points of the field (L+S "
+            f"coded positions, L to interpolate at), and {F.name} has only "
+            f"{getattr(F, 'order', '?')} elements; use a larger field, or smaller L and S "
+            f"({exc})") from None
+    need, n = (L if allow_lower_S else L + S), len(specs)
+    if specs and n < need:
+        raise ValueError(
+            f"machines: {n} given, fewer than {'L' if allow_lower_S else 'L+S'} = {need}" +
+            ("" if allow_lower_S else "; add machines, or pass allow_lower_S=True"))
+    return ()
+
+
+def _unified_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
+    if specs:
+        from ..schemes.policies import unified as uni
+
+        uni.plan_storage(options, loaded.shape[0], [s.id for s in specs], None,
+                         options.N or options.q, F)
+    return ()
+
+
+# -- heterogeneous masters -------------------------------------------------------------------------
+
+def _load_masters(F, As) -> Loaded:
+    if isinstance(As, np.ndarray) and As.ndim == 2:
+        raise ValueError("A: policy 'hetero' needs a list of matrices, one per master, got one "
+                         "2-D array (wrap it in a list for a single master)")
+    try:
+        mats = list(As)
+    except TypeError:
+        raise ValueError(f"A: policy 'hetero' needs a list of 2-D matrices, got "
+                         f"{type(As).__name__}") from None
+    if not mats:
+        raise ValueError("A: policy 'hetero' needs at least one matrix (one per master)")
+    out = []
+    for m, A in enumerate(mats):
+        arr = F.asarray(A, f"A[{m}]")
+        if arr.ndim != 2 or min(arr.shape) < 1:
+            raise ValueError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
+        out.append(arr)
+    return Loaded(out, (sum(a.shape[0] for a in out), None), tuple(a.shape for a in out))
+
+
+def _hetero_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
+    """The masters' MDS codes (their capacities from the options)."""
+    n, M = len(specs), len(loaded.data)
+    if specs and n <= M:
+        raise ValueError(f"machines: {n} given; policy 'hetero' needs more machines than "
+                         f"masters ({M})")
+    rows = tuple(a.shape[0] for a in loaded.data)
+    caps = het.capacities(options, rows, getattr(F, "order", None))
+    return tuple(mds_code(F, caps[m], rows[m], seed=seed + m) for m in range(M))
+
+
+def _coded_masters(loaded: Loaded, chunk_rows, codes) -> tuple:
+    rows = tuple(a.shape[0] for a in loaded.data)
+    return ({het.source_name(m): chunks(code.encode(a), chunk_rows)
+             for m, (code, a) in enumerate(zip(codes, loaded.data))}, rows)
+
+
+def _master_inputs(F, loaded: Loaded, B):
+    return inputs.master_inputs(F, loaded.masters, B)
+
+
+FAMILIES = {
+    "usctec": FamilySetup("usctec", True, True, True, _load_matrix, _usctec_precheck,
+                          _one_source, _matrix_inputs),
+    "unified": FamilySetup("unified", False, False, False, _load_matrix, _unified_precheck,
+                           _one_source, _matrix_inputs),
+    "hetero": FamilySetup("hetero", False, False, False, _load_masters, _hetero_precheck,
+                          _coded_masters, _master_inputs),
+}
+"""Every storage family's driver-side setup, by family name."""
