@@ -20,7 +20,6 @@ import time
 import ray
 
 from ..machines import MachineSpec
-from ..errors import StepFailed
 from ..schemes.families import Setup, make_family
 from ..schemes.registry import REGISTRY, register_policy
 from ..schemes.wire import Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepRequest
@@ -135,8 +134,8 @@ class Controller:
                 self.storage.snapshot())
 
     async def adopt(self, members: tuple, storage) -> None:
-        """Take over from a controller that died: ``members`` (:class:`~elastic_coded.schemes.wire.Member`)
-        are the workers still running, ``storage`` the family's storage at the last step (the
+        """Take over from a controller that died: ``members``
+        (:class:`~elastic_coded.schemes.wire.Member`) are the workers still running, ``storage`` the family's storage at the last step (the
         next step's repair restores what it misses).  Machines the dead controller left alive
         that the driver does not know (started in the middle of a call) are ended."""
         for w in members:

@@ -35,7 +35,8 @@ class Member:
 
     @property
     def speed_est(self) -> float:
-        """The planning speed: robust to one-step stragglers (:mod:`~elastic_coded.schemes.speeds`)."""
+        """The planning speed: robust to one-step stragglers
+        (:mod:`~elastic_coded.schemes.speeds`)."""
         return self.est.speed
 
 

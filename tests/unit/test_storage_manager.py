@@ -334,7 +334,7 @@ def test_recover_replans_lost_rows_on_their_live_holders():
     assert sum(b - a for (a, b), _, _ in got) == 20
     pl = st.family.placement
     for (a, b), _, m in got:
-        assert m != "m0" and all(m in hs for _, _, hs in pl.holders_of((a, b), [m]))
+        assert m != "m0" and all(m in who for _, _, who in pl.holders_of((a, b), [m]))
 
 
 def test_recover_repairs_first_when_no_live_machine_holds_some_rows():
