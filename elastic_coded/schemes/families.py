@@ -1,0 +1,406 @@
+"""Storage families: what each scheme stores on the machines present, and its step plan.  Pure:
+no Ray.
+
+One small class per storage family, each a thin adapter over the scheme's pure functions
+(:mod:`elastic_coded.schemes.usctec`, :mod:`elastic_coded.schemes.policies.hetero`,
+:mod:`elastic_coded.schemes.policies.unified`), all answering the :class:`Family` protocol.  A
+family holds its storage (a placement, or the scheme's storage) and nothing else: every other
+input is an argument (the machines present with their budgets and speeds, :class:`Present`) or
+fixed when it is made (:class:`Setup`).  What a call changes is returned as data, a
+:class:`Change`: moves ``(source, start, stop, machine)`` of rows to send, the rows each machine
+keeps when it must drop some, and the coded sources to put first (:class:`PutSource`).  The
+runtime (:mod:`elastic_coded.runtime.storage`) applies them; a unit test reads them.
+
+Families are made by name from :data:`FAMILIES` (:func:`make_family`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+
+from ..errors import PlanError
+from ..machines import MachineSpec
+from .policies import hetero as het
+from .policies import unified as uni
+from .policies.rules import hetero_needs_replan
+from .registry import get_policy, step_code
+from .usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
+                     repair_placement, validate)
+
+__all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
+           "HeteroFamily", "UnifiedFamily", "FAMILIES", "make_family"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Present:
+    """The machines present, in the order a family is to see them, with their storage budgets
+    (fractions of the rows) and planning speeds."""
+
+    machines: tuple
+    budgets: Mapping = field(default_factory=dict)
+    speeds: Mapping = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "machines", tuple(self.machines))
+        for name in ("budgets", "speeds"):
+            missing = [m for m in self.machines if m not in getattr(self, name)]
+            if missing:
+                raise ValueError(f"{name}: no entry for machines {missing}; every machine "
+                                 f"present needs one")
+
+
+@dataclass(frozen=True)
+class PutSource:
+    """A coded source to put before the moves are sent: ``name`` holds ``encode(A)`` for the
+    matrix ``A`` of source ``base``; source ``drop`` (the one it replaces) is dropped once it is
+    put.  ``if_missing``: only if the runtime does not hold ``name`` already.  ``values_rows``:
+    coded rows the moves send, counted (times ``A``'s columns) in the values moved."""
+
+    name: str
+    encode: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    base: str = "A"
+    drop: str | None = None
+    if_missing: bool = False
+    values_rows: int = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a family call asks of the runtime: ``puts`` first, then ``moves`` ``((source,
+    start, stop, machine), ...)``; ``shrink`` ``{machine: {source: ranges kept}}`` for the
+    machines that keep fewer rows than they hold; ``redesign``: why the storage was designed
+    anew (a re-encoding that replaced a design in force), else ``None``."""
+
+    moves: tuple = ()
+    shrink: Mapping = field(default_factory=dict)
+    puts: tuple = ()
+    redesign: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "moves", tuple(tuple(mv) for mv in self.moves))
+        object.__setattr__(self, "puts", tuple(self.puts))
+
+    @property
+    def rows(self) -> int:
+        """Rows the moves send."""
+        return sum(b - a for _, a, b, _ in self.moves)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a family is made with: the rows of ``A`` (``num_rows``), the code ``(L, S)``, the
+    seed, the field, the family's options, the USCTEC placement kind and the masters' row
+    counts (hetero)."""
+
+    num_rows: int
+    L: int
+    S: int
+    field: Any = None
+    seed: int = 0
+    options: Any = None
+    placement: str = "design"
+    masters: tuple = ()
+
+
+class Family(Protocol):
+    """One storage family (see the module docstring).
+
+    ``has_LS``: every row is kept on ``L+S`` machines, so a step needs ``L+S`` present and a
+    repair the budgets cannot hold falls back to a lower ``S``.  ``storage``: the storage in
+    force (what a snapshot reports)."""
+
+    name: str
+    has_LS: bool
+
+    @property
+    def storage(self) -> Any: ...
+    def sources(self) -> tuple: ...
+    def start(self, specs: list) -> Change: ...
+    def join(self, spec: MachineSpec) -> Change: ...
+    def forget(self, machine: str) -> None: ...
+    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change: ...
+    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change: ...
+    def plan(self, policy: str, present: Present, S: int, request) -> Any: ...
+    def holders(self, rows: tuple, present) -> list: ...
+    def snapshot(self) -> Any: ...
+    def restore(self, state) -> None: ...
+    def members(self) -> tuple: ...
+    def state_key(self) -> Any: ...
+
+
+def _no_rescue(name: str, m: int) -> PlanError:
+    return PlanError(f"rescue: family {name!r} keeps no coded rows of master {m} to store "
+                     f"afresh; only family 'hetero' rescues mid-step")
+
+
+def _no_holders(name: str) -> PlanError:
+    return PlanError(f"holders: family {name!r} keeps coded rows, not copies of rows of A; "
+                     f"only family 'usctec' answers which machines hold rows")
+
+
+class UsctecFamily:
+    """Uncoded rows of ``A`` (source ``"A"``) on every machine, within its budget (MATH.md §1)."""
+
+    name = "usctec"
+    has_LS = True
+
+    def __init__(self, num_rows: int, L: int, S: int, field, seed: int = 0,
+                 placement_kind: str = "design"):
+        self.q, self.L, self.S, self.F, self.seed = int(num_rows), int(L), int(S), field, seed
+        self.kind = placement_kind
+        self.placement = None
+
+    @property
+    def storage(self):
+        return self.placement
+
+    def sources(self) -> tuple:
+        return ("A",)
+
+    def start(self, specs) -> Change:
+        ids = [s.id for s in specs]
+        budgets = [s.storage for s in specs]
+        if self.kind == "cyclic":
+            self.placement = cyclic_placement(
+                self.q, ids, self.L, self.S,
+                budgets=None if all(b >= 1 for b in budgets) else budgets)
+        else:
+            model = SpeedModel(tuple(s.speed for s in specs), straggle_prob=0.1,
+                               straggle_factor=5.0)
+            self.placement = design_placement(self.q, ids, budgets, model, self.L, self.S,
+                                              samples=16, seed=self.seed)
+        return Change([("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)])
+
+    def join(self, spec) -> Change:
+        self.placement, moved = extend_placement(self.placement, spec.id, spec.storage)
+        return Change([("A", a, b, m) for a, b, m in moved])
+
+    def forget(self, machine) -> None:
+        """A machine left: its copies are gone now (a later machine of the same id starts
+        empty); the next repair restores the replication."""
+        self.placement = self.placement.without(machine)
+
+    def snapshot(self):
+        return self.placement
+
+    def members(self) -> tuple:
+        return self.placement.machines
+
+    def restore(self, state) -> None:
+        self.placement = state
+
+    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
+        """Every row on ``L+S`` of the machines ``present`` within their budgets
+        (:func:`~elastic_coded.schemes.usctec.repair_placement`; a
+        :class:`~elastic_coded.errors.BudgetError` when they cannot hold that).  A machine
+        whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
+        ids = list(present.machines)
+        budgets = {m: present.budgets[m] for m in ids}
+        before = {m: self.placement.stored_rows(m) for m in ids}
+        self.placement, moved = repair_placement(self.placement, ids, self.L, S, budgets)
+        got: dict = {}
+        for a, b, m in moved:
+            got[m] = got.get(m, 0) + b - a
+        shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in ids
+                  if self.placement.stored_rows(m) < before[m] + got.get(m, 0)}
+        return Change([("A", a, b, m) for a, b, m in moved], shrink)
+
+    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+        raise _no_rescue(self.name, m)
+
+    def plan(self, policy: str, present: Present, S: int, request):
+        """The step's plan for its code (:func:`~elastic_coded.schemes.registry.step_code`:
+        fewer column blocks than ``L`` for narrow inputs, never zero columns below ``L``)."""
+        ids = list(present.machines)
+        sp = tuple(present.speeds[m] for m in ids)
+        L_step, S_step, _ = step_code(policy, self.L, S, max(1, request.n_cols), self.F)
+        plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step)
+        validate(getattr(plan, "base", plan), self.placement)  # a pull plan: its base
+        return plan
+
+    def holders(self, rows: tuple, present) -> list:
+        """Present holders of ``rows``, cut at block boundaries (:meth:`Placement.holders_of`)."""
+        return self.placement.holders_of(rows, present)
+
+    def state_key(self):
+        return self.placement
+
+
+class HeteroFamily:
+    """Coded rows of every master (sources ``C{m}``), re-planned when the machines change."""
+
+    name = "hetero"
+    has_LS = False
+
+    def __init__(self, opts: het.HeteroOptions, L: tuple, field_order, seed: int = 0):
+        self.opts, self.Lm, self.seed = opts, tuple(L), seed
+        self.caps = het.capacities(opts, self.Lm, field_order)
+        self._storage: het.HeteroStorage | None = None
+        self.explicit: dict = {}
+        self._fresh: set = set()
+
+    @property
+    def storage(self):
+        return self._storage
+
+    def sources(self) -> tuple:
+        return tuple(het.source_name(m) for m in range(len(self.Lm)))
+
+    def _replan(self, machines: tuple, speeds: Mapping) -> Change:
+        self._storage, moves, shrink = het.plan_storage(
+            self.opts, self.Lm, list(machines), {m: speeds[m] for m in machines},
+            self._storage, self.explicit, self.caps, seed=self.seed, fresh=self._fresh)
+        self._fresh = set()
+        return Change(moves, shrink)
+
+    def start(self, specs) -> Change:
+        ids = tuple(s.id for s in specs)
+        self.explicit = het.explicit_columns(self.opts, len(self.Lm), ids)
+        return Change(self._replan(ids, {s.id: s.speed for s in specs}).moves)
+
+    def join(self, spec) -> Change:
+        self._fresh.add(spec.id)
+        return Change()  # stored at the next repair, with the plan that includes it
+
+    def snapshot(self):
+        return (self._storage, set(self._fresh))
+
+    def members(self) -> tuple:
+        return () if self._storage is None else self._storage.machines
+
+    def restore(self, state) -> None:
+        self._storage, self._fresh = state[0], set(state[1])
+
+    def forget(self, machine) -> None:
+        pass
+
+    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
+        """Planned anew for the machines ``present`` and their speeds when they changed
+        (:func:`~elastic_coded.schemes.policies.rules.hetero_needs_replan`); ``S`` and
+        ``n_cols`` do not enter."""
+        if not hetero_needs_replan(self._storage, present.machines, self._fresh):
+            return Change()
+        return self._replan(present.machines, present.speeds)
+
+    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+        """Fresh coded rows of master ``m`` on the first of ``machines`` (mid-step)."""
+        self._storage, moves = het.rescue(self._storage, m, need, exclude, machines)
+        return Change(moves)
+
+    def plan(self, policy: str, present: Present, S: int, request):
+        het.check_decodable(self._storage, present.machines)
+        rng = np.random.default_rng([self.seed, int(request.step)])
+        return het.step_plan(self._storage, rng)
+
+    def holders(self, rows: tuple, present) -> list:
+        raise _no_holders(self.name)
+
+    def state_key(self):
+        return None  # plans are drawn per step
+
+
+class UnifiedFamily:
+    """Coded batches (source ``U{version}``), re-encoded when the code can no longer cover."""
+
+    name = "unified"
+    has_LS = False
+
+    def __init__(self, opts: uni.UnifiedOptions, num_rows: int, field):
+        self.opts, self.q, self.F = opts, int(num_rows), field
+        self._storage: uni.UnifiedStorage | None = None
+        self.N = opts.N or opts.q
+
+    @property
+    def storage(self):
+        return self._storage
+
+    def sources(self) -> tuple:
+        return () if self._storage is None else (self._storage.source,)
+
+    def _redesign(self, machines, N: int) -> Change:
+        st, new = uni.plan_storage(self.opts, self.q, list(machines), self._storage, N, self.F)
+        if not new:
+            return Change()
+        old, self._storage = self._storage, st
+        if old is not None:
+            log.info("unified: re-encoded for K=%d (%s)", st.design.K, st.reason)
+        moves = [(st.source, a, b, mach) for mach, rs in uni.store_orders(st).items()
+                 for a, b in rs]
+        put = PutSource(st.source, functools.partial(uni.coded_matrix, st),
+                        drop=None if old is None else old.source,
+                        values_rows=sum(b - a for _, a, b, _ in moves))
+        return Change(moves, puts=(put,), redesign=None if old is None else st.reason)
+
+    def start(self, specs) -> Change:
+        return self._redesign([s.id for s in specs], self.N)
+
+    def join(self, spec) -> Change:
+        """A machine joins: used at the next re-design; a re-used id of a server of the design in
+        force gets that server's rows again at once (the coded source put again first if the
+        runtime lost it, with a controller that died)."""
+        st = self._storage
+        if st is None or spec.id not in st.servers:
+            return Change()
+        put = PutSource(st.source, functools.partial(uni.coded_matrix, st), if_missing=True)
+        k = st.servers.index(spec.id)
+        return Change([(st.source, a, b, spec.id) for a, b in st.ranges_of(k)], puts=(put,))
+
+    def forget(self, machine) -> None:
+        pass
+
+    def snapshot(self):
+        return self._storage
+
+    def members(self) -> tuple:
+        return ()  # servers that left stay in the design: the Map waits for those present
+
+    def restore(self, state) -> None:
+        self._storage = state
+
+    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
+        """Designed anew for the machines ``present`` and ``n_cols`` inputs (``None``: the
+        options' ``N``) when the design in force no longer covers
+        (:func:`~elastic_coded.schemes.policies.unified.plan_storage`); ``S`` does not enter."""
+        return self._redesign(present.machines, self.N if n_cols is None else n_cols)
+
+    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+        raise _no_rescue(self.name, m)
+
+    def plan(self, policy: str, present: Present, S: int, request):
+        st = self._storage
+        live = st.live(present.machines)
+        if len(live) < st.q:
+            raise PlanError(f"machines: {len(live)} servers of the design are present, fewer "
+                            f"than q = {st.q}")
+        return st
+
+    def holders(self, rows: tuple, present) -> list:
+        raise _no_holders(self.name)
+
+    def state_key(self):
+        return None
+
+
+FAMILIES: dict[str, Callable[[Setup], Family]] = {
+    "usctec": lambda s: UsctecFamily(s.num_rows, s.L, s.S, s.field, s.seed, s.placement),
+    "hetero": lambda s: HeteroFamily(s.options, s.masters, getattr(s.field, "order", None),
+                                     s.seed),
+    "unified": lambda s: UnifiedFamily(s.options, s.num_rows, s.field),
+}
+"""The storage families by name: each makes its family from a :class:`Setup`."""
+
+
+def make_family(name: str, setup: Setup) -> Family:
+    """The storage family ``name`` (a key of :data:`FAMILIES`) made with ``setup``."""
+    make = FAMILIES.get(name)
+    if make is None:
+        raise ValueError(f"family: unknown storage family {name!r}; known: "
+                         f"{', '.join(sorted(FAMILIES))}")
+    return make(setup)
