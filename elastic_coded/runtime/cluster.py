@@ -120,7 +120,7 @@ class ElasticCluster:
         self.options = parse_options(policy, options)
         if placement not in ("design", "cyclic"):
             raise ValueError(f"placement: 'design' or 'cyclic', got {placement!r}")
-        if self.family == "usctec":
+        if self._fam.takes_LS:
             if L is None or S is None:
                 raise ValueError(f"{'L' if L is None else 'S'}: policy {policy!r} needs L and S")
             L, S = _check_int("L", L, 1), _check_int("S", S, 0)
