@@ -1,6 +1,6 @@
 """Pull execution of a step: machines pull small *units* of work as they free up.  Pure: no Ray.
 
-Two policies run this way on the runtime (:mod:`elastic_coded.runtime.pull` drives them):
+Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.pull` drives them):
 
 * ``usctec`` (the default): the controller's USCTEC plan for ``(L, 0)`` spreads each row group's
   ``L`` Lagrange positions over machines storing it, with loads in proportion to the speed
