@@ -28,7 +28,7 @@ from ..algebra.scaling import max_exponent
 from ..churn import CAUGHT_LIMIT, ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..errors import ShortOfMachines, StepFailed
-from ..schemes.registry import added_policies
+from ..schemes.registry import added_policies, policy_of
 from ..schemes.policies import family_of, parse_options
 from . import events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
@@ -180,10 +180,10 @@ class ElasticCluster:
         self._a_exp = 0 if self.F.exact else max(max_exponent(a) for a in self._loaded.mats)
         self._verifier = Verifier(self.F, self.family, data, verify=verify, strict=strict,
                                   tolerance=tolerance, exclude_after=exclude_after)
-        self._precheck(specs, data)
+        self._precheck(specs)
         self._own_ray = ensure_ray(address, num_cpus)
         try:
-            sources, masters = self._sources(data, chunk_rows)
+            sources, masters = self._sources(chunk_rows)
             self._ctrl_kwargs = dict(
                 family=self.family, num_rows=self.shape[0], L=L, S=S, field_spec=self.F,
                 sources=sources, time_scale=self.time_scale, placement=placement, seed=seed,
@@ -205,18 +205,18 @@ class ElasticCluster:
         return FAMILIES[self.family]
 
     def _load(self, A):
-        """Check ``A`` before Ray starts; returns what :meth:`_sources` puts."""
+        """Check ``A`` before Ray starts (kept as :attr:`_loaded`); returns its data."""
         loaded = self._loaded = self._fam.load(self.F, A)
         self.shape, self.masters = loaded.shape, loaded.masters
         return loaded.data
 
-    def _precheck(self, specs: list, data) -> None:
+    def _precheck(self, specs: list) -> None:
         """What can be checked before Ray starts: enough machines for the code, a field with
         enough points, a plan for the machines given (hetero: the masters' codes made)."""
         self._codes = self._fam.precheck(self.F, self.L, self.S, self.options, self.seed,
                                          self.allow_lower_S, specs, self._loaded)
 
-    def _sources(self, data, chunk_rows) -> tuple[dict, tuple]:
+    def _sources(self, chunk_rows) -> tuple[dict, tuple]:
         return self._fam.sources(self._loaded, chunk_rows, self._codes)
 
     # -- the controller --------------------------------------------------------------------------
@@ -284,7 +284,7 @@ class ElasticCluster:
         if self._closed:
             raise StepFailed("cluster: already shut down")
         X, shape, n_cols = self._fam.inputs(self.F, self._loaded, B)
-        X, k = inputs.scale(self.F, self._a_exp, X)  # near float64's limits: on B 2^-k (:mod:`.inputs`)
+        X, k = inputs.scale(self.F, self._a_exp, X)  # near float64's limits: B 2^-k (inputs)
         ev = churn_events.apply(self, events)
         dead = self._verifier.arm(self._handles, self._step, ev)
         if dead:  # e.g. a liar that crashed in its lying step
@@ -311,7 +311,8 @@ class ElasticCluster:
             step=self._step, F=self.F, policy=policy, handles=self._handles,
             time_scale=self.time_scale, seed=self.seed, deadline=self.deadline,
             options=self.options, ctrl=client, patience=self._verifier.patience,
-            codes=self._codes, history=history(self.reports, policy),
+            codes=self._codes,
+            history=history(self.reports, policy) if policy_of(policy).pulls else (),
             pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle))
 
     def _prepare(self, policy: str, n_cols: int):

@@ -135,9 +135,10 @@ class Controller:
 
     async def adopt(self, members: tuple, storage) -> None:
         """Take over from a controller that died: ``members``
-        (:class:`~elastic_coded.schemes.wire.Member`) are the workers still running, ``storage`` the family's storage at the last step (the
-        next step's repair restores what it misses).  Machines the dead controller left alive
-        that the driver does not know (started in the middle of a call) are ended."""
+        (:class:`~elastic_coded.schemes.wire.Member`) are the workers still running,
+        ``storage`` the family's storage at the last step (the next step's repair restores what
+        it misses).  Machines the dead controller left alive that the driver does not know
+        (started in the middle of a call) are ended."""
         for w in members:
             self.members.add(w.spec, w.handle, w.speed)
             self.hosts.adopt(w.spec.id, w.handle, w.spec.node)

@@ -60,6 +60,7 @@ from ..algebra.verify import DEFAULT_TOLERANCE, make_sketch
 from ..churn import CAUGHT_LIMIT
 from ..errors import ToleranceExceeded, VerificationError
 from .context import StepContext
+from .family_setup import matrix_of
 from .verify_common import StepState, relative
 from .verify_hetero import HeteroChecks
 from .verify_lagrange import LagrangeChecks
@@ -144,7 +145,7 @@ class Verifier:
         self.F, self.family, self.on, self.strict = F, family, verify, strict
         if family not in CHECKS:
             raise ValueError(f"family: one of {sorted(CHECKS)}, got {family!r}")
-        mats = list(data) if isinstance(data, list) else [_matrix(data)]
+        mats = list(data) if isinstance(data, list) else [matrix_of(data)]
         self.mats = mats
         self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
@@ -275,9 +276,3 @@ class Verifier:
         same id starts afresh)."""
         self._armed.discard(machine)
         self.counts.pop(machine, None)
-
-
-def _matrix(data):
-    if isinstance(data, tuple) and data and data[0] == "npy":
-        return np.load(data[1], mmap_mode="r")
-    return data
