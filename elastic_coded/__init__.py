@@ -19,6 +19,8 @@ _LAZY = {
     "expected_time": "schemes.usctec", "SpeedModel": "schemes.usctec",
     "Placement": "schemes.plan", "StepPlan": "schemes.plan",
     "ChurnScript": "churn", "load_churn": "churn", "parse_churn": "churn",
+    **{name: "options" for name in ("RunOptions", "VerifyOptions", "RayOptions",
+                                    "ReportOptions", "OptionError")},
     **{name: "errors" for name in ("ElasticCodedError", "ConfigError", "PlanError",
                                    "BudgetError", "ShortOfMachines", "StepFailed",
                                    "VerificationError", "ToleranceExceeded")},

@@ -94,7 +94,7 @@ def _run_config(args):
         if per < 1:
             raise ValueError(f"--machines-per-process: {per} must be >= 1")
         from dataclasses import replace
-        cfg = replace(cfg, machines_per_process=per)
+        cfg = replace(cfg, ray=replace(cfg.ray, machines_per_process=per))
     if args.json:
         _check_output("json", args.json)
     return cfg
@@ -109,20 +109,21 @@ def _starting(cfg) -> str:
         from .machines import per_process
 
         n = m if isinstance(m, int) else len(m)
-        procs = -(-n // per_process(cfg.machines_per_process, cfg.time_scale))
-        what = (f"{n} emulated machines" if cfg.time_scale > 0 else f"{n} machines") + \
+        procs = -(-n // per_process(cfg.ray.machines_per_process, cfg.run.time_scale))
+        what = (f"{n} emulated machines" if cfg.run.time_scale > 0 else f"{n} machines") + \
             f" in {procs} worker process{'es' if procs > 1 else ''}"
-    if cfg.address is None:
-        return (f"starting a local Ray ({what}, {cfg.num_cpus or os.cpu_count()} CPUs); "
+    if cfg.ray.address is None:
+        return (f"starting a local Ray ({what}, {cfg.ray.num_cpus or os.cpu_count()} CPUs); "
                 f"this takes a few seconds...")
-    return f"connecting to the Ray cluster at {cfg.address} ({what}); this takes a few seconds..."
+    return (f"connecting to the Ray cluster at {cfg.ray.address} ({what}); this takes a few "
+            f"seconds...")
 
 
 def _job_error(exc: Exception, cfg) -> str | None:
     """The one line for an error the user can fix, or ``None`` (a bug: let it raise)."""
     kind, msg = type(exc), _one_line(str(exc))
     if kind.__name__ == "AuthenticationError" and kind.__module__.startswith("ray"):
-        return (f"config key 'ray.address': the Ray cluster at {cfg.address!r} uses token "
+        return (f"config key 'ray.address': the Ray cluster at {cfg.ray.address!r} uses token "
                 f"authentication; run with RAY_AUTH_MODE=token and the cluster's token (ray "
                 f"get-auth-token on the head) in ~/.ray/auth_token or RAY_AUTH_TOKEN")
     if isinstance(exc, ConnectionError) or (isinstance(exc, ValueError)

@@ -17,16 +17,15 @@ Example (``examples/quickstart.yaml`` is a complete one)::
                                 # usctec family {units, chunks, depth, call_cost_s};
                                 # hetero {assignment, a0, u0, capacity}
     masters: [{rows: 40, cols: 20}, {rows: 60, cols: 20}]   # hetero: one matrix per master
-    placement: design           # design | cyclic
-    storage: 0.8                # default storage budget e[n]
-    time_scale: 0.2             # emulated speeds: seconds per unit of work; 0 = real speed
-    verify: {on: true, tolerance: 1e-9, strict: false, exclude_after: 2}   # or true / false;
-                                # tolerance: null accepts any product that checks
     machines: 12                # a count, a list of {id, speed, storage}, or auto
-    machines_per_process: 4     # machines sharing a worker process (default: 4 emulated, 1 real)
     churn: examples/churn.yaml  # a path or an inline mapping (see elastic_coded.churn)
-    allow_lower_S: false
-    ray: {address: null, num_cpus: 2}
+    run: {time_scale: 0.2, storage: 0.8}     # the settings groups (elastic_coded.options),
+    verify: {on: true, tolerance: 1e-9}      # one section each, with the dataclass's fields;
+    ray: {address: null, num_cpus: 2}        # verify may be true / false
+    report: {window: 1000}
+
+``seed``, ``placement``, ``storage``, ``time_scale``, ``allow_lower_S`` and
+``machines_per_process`` may also be top-level keys.  docs/options.md lists every key.
 """
 
 from __future__ import annotations
@@ -36,9 +35,10 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any, Mapping
 
 from .algebra.fields import field as make_field
-from .algebra.verify import DEFAULT_TOLERANCE
 from .churn import ChurnScript, load_churn, parse_churn
 from .errors import ConfigError
+from .options import (FLAT, GROUPS, OptionError, RayOptions, ReportOptions, RunOptions,
+                      VerifyOptions, group_of)
 from .schemes.policies import family_of, parse_options, policy_names
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
@@ -48,9 +48,11 @@ JOBS = ("matmul", "power_iteration", "subspace_iteration", "regression")
 
 @dataclass(frozen=True)
 class RunConfig:
+    """A run: the job and its data, the cluster's policy and machines, and the cluster's four
+    settings groups (:mod:`elastic_coded.options`), one to one with the YAML sections."""
+
     job: str = "matmul"
     steps: int = 10
-    seed: int = 0
     rows: int = 240
     cols: int = 120
     path: str | None = None
@@ -59,25 +61,23 @@ class RunConfig:
     policy: str = "usctec-auto"
     L: int = 4
     S: int = 2
-    placement: str = "design"
-    storage: float = 1.0
-    time_scale: float = 0.0
     machines: Any = 8
     churn: ChurnScript = dc_field(default_factory=ChurnScript)
-    allow_lower_S: bool = False
-    address: str | None = None
-    num_cpus: int | None = None
     check: bool = True
     options: Any = None
     """The policy's typed options (:class:`~elastic_coded.schemes.policies.PullOptions` for
     the USCTEC family)."""
     masters: tuple = ()
     """hetero: ``((rows, cols), ...)`` of the generated matrices, one per master."""
-    verify: Mapping = dc_field(default_factory=dict)
-    """Verification options for the cluster: ``verify``, ``tolerance``, ``strict``,
-    ``exclude_after`` (the YAML key ``verify: {on, tolerance, strict, exclude_after}``)."""
-    machines_per_process: int | None = None
-    """Machines sharing one worker process (``None``: 4 with emulated speeds, else 1)."""
+    run: RunOptions = dc_field(default_factory=RunOptions)
+    verify: VerifyOptions = dc_field(default_factory=VerifyOptions)
+    ray: RayOptions = dc_field(default_factory=RayOptions)
+    report: ReportOptions = dc_field(default_factory=ReportOptions)
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (``run.seed``): the generated data's, the plans' and the churn's."""
+        return self.run.seed
 
 
 def _err(key: str, value: Any, rule: str) -> ConfigError:
@@ -107,9 +107,8 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     ``base_dir``."""
     if not isinstance(doc, Mapping):
         raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
-    known = {"job", "steps", "seed", "matrix", "input_cols", "field", "policy", "L", "S",
-             "placement", "storage", "time_scale", "machines", "churn", "allow_lower_S", "ray",
-             "check", "options", "masters", "verify", "machines_per_process"}
+    known = {"job", "steps", "matrix", "input_cols", "field", "policy", "L", "S", "machines",
+             "churn", "check", "options", "masters", *GROUPS, *_TOP_LEVEL}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -143,9 +142,6 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     if policy not in policy_names():
         raise _err("policy", policy, f"must be one of {list(policy_names())}")
     options, masters = _policy_options(doc, policy, job)
-    placement = doc.get("placement", "design")
-    if placement not in ("design", "cyclic"):
-        raise _err("placement", placement, "must be 'design' or 'cyclic'")
     L = _int(doc, "L", 4, 1)
     S = _int(doc, "S", 2, 0)
     machines = _machines(doc.get("machines", 8), L + S if family_of(policy) == "usctec" else 1)
@@ -162,54 +158,47 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         raise
     except ValueError as exc:
         raise ConfigError(f"config key 'churn': {exc}") from None
-    ray_doc = doc.get("ray", {}) or {}
-    if not isinstance(ray_doc, Mapping) or set(ray_doc) - {"address", "num_cpus"}:
-        raise _err("ray", ray_doc, "must be a mapping with keys address, num_cpus")
-    num_cpus = ray_doc.get("num_cpus")
-    if num_cpus is not None and (not isinstance(num_cpus, int) or num_cpus < 1):
-        raise _err("ray.num_cpus", num_cpus, "must be a positive int")
-    per = doc.get("machines_per_process")
-    if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 1):
-        raise _err("machines_per_process", per, "must be an int >= 1 or null")
-    for key in ("allow_lower_S", "check"):
-        if not isinstance(doc.get(key, False), bool):
-            raise _err(key, doc.get(key), "must be true or false")
+    groups = _groups(doc)
+    if not isinstance(doc.get("check", True), bool):
+        raise _err("check", doc.get("check"), "must be true or false")
     return RunConfig(
-        job=job, steps=_int(doc, "steps", 10, 1), seed=_int(doc, "seed", 0, 0), rows=rows,
-        cols=cols, path=path, input_cols=_int(doc, "input_cols", 4, 1), field=fld,
-        policy=policy, L=L, S=S, placement=placement,
-        storage=_num(doc, "storage", 1.0, 0, 1, lo_open=True),
-        time_scale=_num(doc, "time_scale", 0.0, 0), machines=machines, churn=churn,
-        allow_lower_S=doc.get("allow_lower_S", False), address=ray_doc.get("address"),
-        num_cpus=num_cpus, check=doc.get("check", True), options=options, masters=masters,
-        verify=_verify(doc.get("verify")), machines_per_process=per)
+        job=job, steps=_int(doc, "steps", 10, 1), rows=rows, cols=cols, path=path,
+        input_cols=_int(doc, "input_cols", 4, 1), field=fld, policy=policy, L=L, S=S,
+        machines=machines, churn=churn, check=doc.get("check", True), options=options,
+        masters=masters, **groups)
 
 
-def _verify(doc) -> dict:
-    """The ``verify`` key: ``{on, tolerance, strict, exclude_after}`` (all optional) as
-    :class:`~elastic_coded.runtime.ElasticCluster` arguments."""
-    if doc is None:
-        return {}
-    if isinstance(doc, bool):
-        return {"verify": doc}
-    if not isinstance(doc, Mapping) or set(doc) - {"on", "tolerance", "strict", "exclude_after"}:
-        raise _err("verify", doc, "must be true, false or a mapping with keys on, tolerance, "
-                                  "strict, exclude_after")
-    out = {"verify": doc.get("on", True), "tolerance": doc.get("tolerance", DEFAULT_TOLERANCE),
-           "strict": doc.get("strict", False), "exclude_after": doc.get("exclude_after", 2)}
-    for key, name in (("verify", "verify.on"), ("strict", "verify.strict")):
-        if not isinstance(out[key], bool):
-            raise _err(name, out[key], "must be true or false")
-    tol = out["tolerance"]
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
-                            or not tol > 0):
-        raise _err("verify.tolerance", tol, "must be a relative error bound > 0")
-    if out["strict"] and tol is None:
-        raise _err("verify.strict", True, "needs verify.tolerance (the bound not to exceed), "
-                                          "not null")
-    ex = out["exclude_after"]
-    if ex is not None and (isinstance(ex, bool) or not isinstance(ex, int) or ex < 1):
-        raise _err("verify.exclude_after", ex, "must be an int >= 1 or null")
+_TOP_LEVEL = ("seed", "placement", "storage", "time_scale", "allow_lower_S",
+              "machines_per_process")
+"""Settings that may also be written at the top level of the YAML (as before the sections)."""
+
+
+def _groups(doc: Mapping) -> dict:
+    """The four settings groups from their sections (``run:``, ``verify:``, ``ray:``,
+    ``report:``, each with its dataclass's fields; ``verify`` may be true or false) and the
+    top-level keys of :data:`_TOP_LEVEL`; a bad value names its key."""
+    out = {}
+    for name in GROUPS:
+        sec = doc.get(name)
+        sec = {} if sec is None else sec
+        if name == "verify" and isinstance(sec, bool):
+            sec = {"on": sec}
+        if not isinstance(sec, Mapping):
+            raise _err(name, sec, f"must be a mapping of {GROUPS[name].__name__}'s keys"
+                                  f"{' (or true / false)' if name == 'verify' else ''}")
+        sec = dict(sec)
+        for key in _TOP_LEVEL:
+            group, fld = FLAT[key]
+            if group == name and key in doc:
+                if fld in sec:
+                    raise _err(key, doc[key], f"is also set as {name}.{fld}; give it once")
+                sec[fld] = doc[key]
+        try:
+            out[name] = group_of(name, sec)
+        except OptionError as exc:
+            top = next((k for k in _TOP_LEVEL if k in doc
+                        and FLAT[k] == tuple(exc.key.split(".", 1))), None)
+            raise _err(top or exc.key, exc.value, exc.rule) from None
     return out
 
 

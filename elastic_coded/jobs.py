@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -155,15 +155,10 @@ def _columns(stream) -> int:
 
 def cluster_kwargs(cfg: RunConfig, F) -> dict:
     """The :class:`~elastic_coded.runtime.ElasticCluster` arguments of a configuration."""
-    kw = dict(machines=cfg.machines, field=F, storage=cfg.storage, placement=cfg.placement,
-              time_scale=cfg.time_scale, churn=cfg.churn, seed=cfg.seed,
-              allow_lower_S=cfg.allow_lower_S, address=cfg.address, num_cpus=cfg.num_cpus,
-              machines_per_process=cfg.machines_per_process)
+    kw = dict(machines=cfg.machines, field=F, churn=cfg.churn, options=cfg.options,
+              run=cfg.run, verify=cfg.verify, ray=cfg.ray, report=cfg.report)
     if cfg.L is not None and cfg.S is not None and family_of(cfg.policy) == "usctec":
         kw.update(L=cfg.L, S=cfg.S)
-    if cfg.options is not None:
-        kw.update({f.name: getattr(cfg.options, f.name) for f in fields(cfg.options)})
-    kw.update(cfg.verify)
     return kw
 
 

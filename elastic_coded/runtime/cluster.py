@@ -13,11 +13,11 @@ is used only if no machine joined, left or failed in between (a membership epoch
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import math
 import os
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import ray
@@ -25,8 +25,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..algebra.fields import field as make_field
 from ..algebra.scaling import max_exponent
-from ..churn import CAUGHT_LIMIT, ChurnScript, load_churn, parse_churn
+from ..churn import ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
+from ..options import split_flat
 from ..errors import ShortOfMachines, StepFailed
 from ..schemes.registry import added_policies, policy_of
 from ..schemes.policies import family_of, parse_options
@@ -39,7 +40,6 @@ from .family_setup import FAMILIES, FamilySetup
 from .hosting import kill, per_process
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
-from ..algebra.verify import DEFAULT_TOLERANCE
 from .verifying import Verifier
 
 __all__ = ["ElasticCluster", "MachineSpec"]
@@ -62,6 +62,17 @@ def _churn_script(churn) -> ChurnScript:
     return churn if isinstance(churn, ChurnScript) else parse_churn(churn)
 
 
+def _option_fields(options) -> dict:
+    """The policy's options as a mapping, from ``None``, a mapping or the options dataclass."""
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return dict(options)
+    if dataclasses.is_dataclass(options) and not isinstance(options, type):
+        return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    raise ValueError(f"options: a mapping or the policy's options dataclass, got {options!r}")
+
+
 def _no_carry() -> dict:
     """Membership changes not yet reported (a failed step's are carried to the next report)."""
     return {"joined": (), "left": (), "rows_moved": 0, "draining": (), "preempted": ()}
@@ -81,45 +92,34 @@ class ElasticCluster:
 
     ``A``: an array, or a path to an ``.npy`` file each worker reads its own rows from.
     ``machines``: a count, a list of ``{id, speed, storage}`` dicts (or speeds, or
-    :class:`MachineSpec`), or ``"auto"`` (one worker per ``cpus_per_worker`` CPUs, default 1,
-    of every Ray node, following nodes that join, drain and die).  ``time_scale`` > 0 emulates speeds: a machine
-    that computes the fraction ``w`` of a step's products takes ``w / speed * time_scale``
-    seconds (``unified`` and ``hetero`` pace by their latency models instead, in units of
-    ``time_scale`` seconds); with ``0`` machines run at their real speed.  ``churn``: a
-    :class:`~elastic_coded.churn.ChurnScript`, a mapping, or a YAML path.  ``address``: ``None``
-    starts an embedded local Ray (``num_cpus``), ``"auto"`` joins a running cluster.
-    ``report_window``: the step reports kept in :attr:`reports` (aggregates cover every step);
-    ``report_file``: a JSON-lines file every report is appended to.
-    ``deadline`` (USCTEC family): a call still running ``deadline`` times the median completed
-    call's time gets coded backups on other machines storing its rows (``None``: wait).
-    ``verify``: check every product against a sketch of ``A`` and repair it from results that
-    check (:mod:`.verifying`); ``tolerance`` (real field, verified; default ``1e-9``): the
-    relative error a step's product may have, by the check's a posteriori estimate: above it
-    the step decodes again from better-conditioned results, else raises
-    :class:`~.verifying.ToleranceExceeded` (``None``: accept any product that checks;
-    ``strict=True``: its a priori error bound must meet the tolerance too); ``exclude_after``: remove a machine caught returning
-    wrong results in that many steps (``None``: never).  ``machines_per_process``: how many
-    machines share one worker process on a node (:mod:`.hosting`; ``None``: 4 when speeds are
-    emulated, ``time_scale > 0``, else 1); sharing saves memory, a process each isolates.
-    ``keep_plans``: keep each step's whole plan in its report (``report.full_plan``, for
-    debugging; a report otherwise holds a summary, ``report.plan``, a few kilobytes).
+    :class:`MachineSpec`), or ``"auto"`` (one worker per ``ray.cpus_per_worker`` CPUs of every
+    Ray node, following nodes that join, drain and die).  ``field``: ``"real"``, ``"gf(p)"``,
+    ``"gf(<prime>)"`` or ``"gf(2^T)"``.  ``churn``: a :class:`~elastic_coded.churn.ChurnScript`,
+    a mapping, or a YAML path.  ``options``: the policy's options (a mapping or its dataclass).
+
+    The settings come in four groups (:mod:`elastic_coded.options`), each a dataclass, a
+    mapping of its fields, or ``None`` for its defaults: ``run``
+    (:class:`~elastic_coded.options.RunOptions`: ``time_scale``, ``seed``, ``placement``,
+    ``storage``, ``learn_speeds``, ``allow_lower_S``, ``deadline``, ``chunk_rows``), ``verify``
+    (:class:`~elastic_coded.options.VerifyOptions`, or ``True``/``False``: ``on``,
+    ``tolerance``, ``strict``, ``exclude_after``), ``ray``
+    (:class:`~elastic_coded.options.RayOptions`: ``address``, ``num_cpus``,
+    ``cpus_per_worker``, ``machines_per_process``, ``ping_timeout``, ``health_interval``) and
+    ``report`` (:class:`~elastic_coded.options.ReportOptions`: ``window``, ``file``,
+    ``keep_plans``).  The YAML configuration has the same sections.  ``**flat``: the settings as
+    flat keywords (``time_scale=0.2``, ``tolerance=None``, ``report_window=50``, ...:
+    :data:`~elastic_coded.options.FLAT`) and the policy's options.
     """
 
-    def __init__(self, A, policy: str = "usctec-auto", *, L: int | None = None, S: int | None = None,
-                 machines: Any = 8, field: Any = "real", storage: float = 1.0,
-                 placement: str = "design", time_scale: float = 0.0, churn=None, seed: int = 0,
-                 learn_speeds: bool = True, allow_lower_S: bool = False,
-                 address: str | None = None, num_cpus: int | None = None,
-                 cpus_per_worker: float | None = None, ping_timeout: float = 5.0,
-                 health_interval: float = 1.0, chunk_rows: int | None = None,
-                 deadline: float | None = 3.0, report_window: int | None = 1000,
-                 report_file: str | None = None, verify: bool = True, strict: bool = False,
-                 tolerance: float | None = DEFAULT_TOLERANCE, exclude_after: int | None = CAUGHT_LIMIT,
-                 machines_per_process: int | None = None, keep_plans: bool = False, **options):
+    def __init__(self, A, policy: str = "usctec-auto", machines: Any = 8, *,
+                 L: int | None = None, S: int | None = None, field: Any = "real", churn=None,
+                 options=None, run=None, verify=None, ray=None, report=None, **flat):
+        groups, rest = split_flat({"run": run, "verify": verify, "ray": ray, "report": report},
+                                  flat)
+        run, ray_opts, rep = groups["run"], groups["ray"], groups["report"]
+        self.run_options, self.ray_options, self.report_options = run, ray_opts, rep
         self.family = family_of(policy)
-        self.options = parse_options(policy, options)
-        if placement not in ("design", "cyclic"):
-            raise ValueError(f"placement: 'design' or 'cyclic', got {placement!r}")
+        self.options = parse_options(policy, {**_option_fields(options), **rest})
         if self._fam.takes_LS:
             if L is None or S is None:
                 raise ValueError(f"{'L' if L is None else 'S'}: policy {policy!r} needs L and S")
@@ -129,28 +129,14 @@ class ElasticCluster:
                 raise ValueError(f"L, S: policy {policy!r} takes no L or S (got L={L!r}, "
                                  f"S={S!r}); see its options")
             L, S = 1, 0
-        if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale)
-                and time_scale >= 0):
-            raise ValueError(f"time_scale: must be finite and >= 0, got {time_scale!r}")
-        if isinstance(storage, bool) or not isinstance(storage, (int, float)) or \
-                not 0 < storage <= 1:
-            raise ValueError(f"storage: the default storage budget must be a number in (0, 1], "
-                             f"got {storage!r}")
-        if deadline is not None and not (isinstance(deadline, (int, float)) and
-                                         not isinstance(deadline, bool) and deadline >= 1):
-            raise ValueError(f"deadline: {deadline!r} must be a number >= 1 (a multiple of the "
-                             f"median completed call's time) or None")
-        self.deadline = deadline
-        if not isinstance(keep_plans, bool):
-            raise ValueError(f"keep_plans: True or False, got {keep_plans!r}")
-        self.keep_plans = keep_plans
-        hosted = per_process(machines_per_process, float(time_scale))
+        self.deadline, self.keep_plans = run.deadline, rep.keep_plans
+        hosted = per_process(ray_opts.machines_per_process, float(run.time_scale))
         self.F = make_field(field)
         self.policy, self.L, self.S = policy, L, S
-        self.allow_lower_S = allow_lower_S
-        self.time_scale = float(time_scale)
-        self.seed = seed
-        self.reports = ReportLog(report_window, report_file)
+        self.allow_lower_S = run.allow_lower_S
+        self.time_scale = float(run.time_scale)
+        self.seed = run.seed
+        self.reports = ReportLog(rep.window, rep.file)
         self._step = 0
         self._crash_idle: list[str] = []
         self._handles: dict = {}
@@ -173,28 +159,24 @@ class ElasticCluster:
         self._churn = _churn_script(churn).generator()
         auto = None
         if isinstance(machines, str) and machines == "auto":
-            auto, specs = {"cpus_per_worker": cpus_per_worker}, []
+            auto, specs = {"cpus_per_worker": ray_opts.cpus_per_worker}, []
         else:
-            specs = machine_specs(machines, storage)
+            specs = machine_specs(machines, run.storage)
         data = self._load(A)
         self._a_exp = 0 if self.F.exact else max(max_exponent(a) for a in self._loaded.mats)
-        self._verifier = Verifier(self.F, self.family, data, verify=verify, strict=strict,
-                                  tolerance=tolerance, exclude_after=exclude_after)
+        self._verifier = Verifier(self.F, self.family, data, groups["verify"])
         self._precheck(specs)
-        self._own_ray = ensure_ray(address, num_cpus)
+        self._own_ray = ensure_ray(ray_opts.address, ray_opts.num_cpus)
         try:
-            sources, masters = self._sources(chunk_rows)
+            sources, masters = self._sources(run.chunk_rows)
             self._ctrl_kwargs = dict(
                 family=self.family, num_rows=self.shape[0], L=L, S=S, field_spec=self.F,
-                sources=sources, time_scale=self.time_scale, placement=placement, seed=seed,
-                learn_speeds=learn_speeds, auto=auto, ping_timeout=ping_timeout,
-                default_storage=storage, health_interval=health_interval,
-                options=self.options, masters=masters, machines_per_process=hosted,
-                policies=added_policies())
-            self.controller = self._new_controller()
-            self._handles, self._specs, self._storage = ray.get(
-                self.controller.start.remote(specs))
-            self._ever.update(self._handles)
+                sources=sources, time_scale=self.time_scale, placement=run.placement,
+                seed=run.seed, learn_speeds=run.learn_speeds, auto=auto,
+                ping_timeout=ray_opts.ping_timeout, default_storage=run.storage,
+                health_interval=ray_opts.health_interval, options=self.options,
+                masters=masters, machines_per_process=hosted, policies=added_policies())
+            self._start(specs)
         except BaseException:
             self.shutdown()
             raise
@@ -220,6 +202,11 @@ class ElasticCluster:
         return self._fam.sources(self._loaded, chunk_rows, self._codes)
 
     # -- the controller --------------------------------------------------------------------------
+    def _start(self, specs: list) -> None:
+        self.controller = self._new_controller()
+        self._handles, self._specs, self._storage = ray.get(self.controller.start.remote(specs))
+        self._ever.update(self._handles)
+
     def _new_controller(self):
         # the controller lives on the driver's node, which outlives the spot and autoscaled
         # nodes that come and go

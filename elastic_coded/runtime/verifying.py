@@ -56,8 +56,8 @@ import ray
 
 from ..algebra.lagrange import UNIT_ROUNDOFF
 from ..algebra.scaling import norm
-from ..algebra.verify import DEFAULT_TOLERANCE, make_sketch
-from ..churn import CAUGHT_LIMIT
+from ..algebra.verify import make_sketch
+from ..options import VerifyOptions, split_flat
 from ..errors import ToleranceExceeded, VerificationError
 from .context import StepContext
 from .family_setup import matrix_of
@@ -113,17 +113,6 @@ class Verdict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-def _tolerance(tolerance, strict) -> float | None:
-    if tolerance is not None and (isinstance(tolerance, bool) or
-                                  not isinstance(tolerance, (int, float)) or not tolerance > 0):
-        raise ValueError(f"tolerance: a relative error bound > 0 or None, got {tolerance!r}")
-    if not isinstance(strict, bool):
-        raise ValueError(f"strict: True or False, got {strict!r}")
-    if strict and tolerance is None:
-        raise ValueError("strict: True needs a tolerance (the relative error bound not to exceed)")
-    return None if tolerance is None else float(tolerance)
-
-
 class Verifier:
     """The driver's verification state: sketches, catches per machine, the last verdict.
 
@@ -131,18 +120,18 @@ class Verifier:
     hetero, the list of the masters' matrices); ``seed`` (tests only) fixes the sketches.
     The family's checks (:data:`CHECKS`) do the checking and repairing."""
 
-    def __init__(self, F, family: str, data, *, verify: bool = True, strict: bool = False,
-                 tolerance: float | None = DEFAULT_TOLERANCE,
-                 exclude_after: int | None = CAUGHT_LIMIT, seed=None):
-        if not isinstance(verify, bool):
-            raise ValueError(f"verify: True or False, got {verify!r}")
-        if exclude_after is not None and (isinstance(exclude_after, bool) or
-                                          not isinstance(exclude_after, int) or exclude_after < 1):
-            raise ValueError(f"exclude_after: an int >= 1 (steps a machine may be caught "
-                             f"lying in before it is removed) or None, got {exclude_after!r}")
-        self.limit = exclude_after if exclude_after is not None else math.inf
-        self.tolerance = _tolerance(tolerance, strict)
-        self.F, self.family, self.on, self.strict = F, family, verify, strict
+    def __init__(self, F, family: str, data, options: VerifyOptions | None = None, *,
+                 seed=None, **flat):
+        if set(flat) - {"verify", "tolerance", "strict", "exclude_after"}:
+            raise TypeError(f"Verifier: unknown keywords {sorted(flat)}")
+        if options is not None and flat:
+            raise ValueError(f"Verifier: give options or keywords {sorted(flat)}, not both")
+        opts = options if options is not None else split_flat({}, flat)[0]["verify"]
+        self.options = opts
+        self.limit = opts.exclude_after if opts.exclude_after is not None else math.inf
+        self.tolerance = None if opts.tolerance is None else float(opts.tolerance)
+        self.F, self.family, self.on, self.strict = F, family, opts.on, opts.strict
+        verify = opts.on
         if family not in CHECKS:
             raise ValueError(f"family: one of {sorted(CHECKS)}, got {family!r}")
         mats = list(data) if isinstance(data, list) else [matrix_of(data)]

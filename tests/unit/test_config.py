@@ -43,12 +43,22 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
       "masters": [{"rows": 3, "cols": 3}]}, r"'job': 'power_iteration' must be 'matmul'"),
     ({"policy": "usctec", "machines": 3}, r"'machines': 3 must be at least L\+S = 6"),
     ({"machines": [1, True]}, r"'machines\[1\]': True must be"),
-    ({"verify": {"tol": 1}}, r"'verify': .* must be true, false or a mapping"),
+    ({"verify": {"tol": 1}}, r"'verify': \{'tol': 1\} has unknown keys \['tol'\]; known: \['on'"),
+    ({"verify": [1]}, r"'verify': \[1\] must be a mapping of VerifyOptions's keys \(or true"),
     ({"verify": {"tolerance": -1}}, r"'verify.tolerance': -1 must be a relative error bound"),
     ({"verify": {"strict": True, "tolerance": None}},
      r"'verify.strict': True needs verify.tolerance"),
     ({"verify": {"exclude_after": 0}}, r"'verify.exclude_after': 0 must be an int >= 1"),
-    ({"machines_per_process": 0}, r"'machines_per_process': 0 must be an int >= 1 or null"),
+    ({"machines_per_process": 0}, r"'machines_per_process': 0 must be an int >= 1 or None"),
+    ({"ray": {"machines_per_process": 0}}, r"'ray.machines_per_process': 0 must be an int >= 1"),
+    ({"time_scale": -1}, r"'time_scale': -1 must be finite and >= 0"),
+    ({"run": {"deadline": 0.5}}, r"'run.deadline': 0.5 must be a number >= 1 .* or None"),
+    ({"run": {"speed": 1}}, r"'run': \{'speed': 1\} has unknown keys \['speed'\]"),
+    ({"time_scale": 0.1, "run": {"time_scale": 0.2}}, r"'time_scale': 0.1 is also set as run.time_scale"),
+    ({"report": {"window": 0}}, r"'report.window': 0 must be an int >= 1 or None"),
+    ({"ray": {"ping_timeout": 0}}, r"'ray.ping_timeout': 0 must be a number > 0"),
+    ({"storage": 1.5}, r"'storage': 1.5 must be a number in \(0, 1\]"),
+    ({"placement": "x"}, r"'placement': 'x' must be 'design' or 'cyclic'"),
     ({"machines_per_process": True}, r"'machines_per_process': True must be an int >= 1"),
 ])
 def test_bad_configs_name_key_value_and_rule(doc, match):
@@ -67,13 +77,14 @@ def test_unified_and_hetero_take_few_machines():
 def test_verify_key_reaches_the_cluster_arguments():
     from elastic_coded.algebra import field
     from elastic_coded.jobs import cluster_kwargs
+    from elastic_coded.options import VerifyOptions
 
     cfg = parse_config({**BASE, "verify": {"tolerance": 1e-6, "strict": True}})
     kw = cluster_kwargs(cfg, field("gf(p)"))
-    assert kw["verify"] is True and kw["tolerance"] == 1e-6 and kw["strict"] is True
-    assert kw["exclude_after"] == 2
-    assert cluster_kwargs(parse_config({**BASE, "verify": False}), field("gf(p)"))["verify"] is False
-    assert "verify" not in cluster_kwargs(parse_config(BASE), field("gf(p)"))
+    assert kw["verify"] == VerifyOptions(on=True, tolerance=1e-6, strict=True, exclude_after=2)
+    assert cluster_kwargs(parse_config({**BASE, "verify": False}), field("gf(p)"))["verify"] \
+        == VerifyOptions(on=False)
+    assert cluster_kwargs(parse_config(BASE), field("gf(p)"))["verify"] == VerifyOptions()
 
 
 def test_machines_per_process_reaches_the_cluster_and_defaults_by_speed_mode():
@@ -82,8 +93,8 @@ def test_machines_per_process_reaches_the_cluster_and_defaults_by_speed_mode():
     from elastic_coded.machines import per_process
 
     cfg = parse_config({**BASE, "machines_per_process": 3})
-    assert cluster_kwargs(cfg, field("gf(p)"))["machines_per_process"] == 3
-    assert cluster_kwargs(parse_config(BASE), field("gf(p)"))["machines_per_process"] is None
+    assert cluster_kwargs(cfg, field("gf(p)"))["ray"].machines_per_process == 3
+    assert cluster_kwargs(parse_config(BASE), field("gf(p)"))["ray"].machines_per_process is None
     assert per_process(None, 0.2) == 4 and per_process(None, 0.0) == 1
     assert per_process(7, 0.0) == 7
     with pytest.raises(ValueError, match=r"machines_per_process: must be an integer >= 1"):
