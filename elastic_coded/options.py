@@ -9,7 +9,8 @@ keywords (``time_scale=``, ``tolerance=``, ``address=``, ``report_window=``, ...
 table :data:`FLAT` names the group and field each one sets, for the cluster and the YAML alike.
 
 A bad value raises :class:`OptionError` (a :class:`~elastic_coded.errors.ConfigError`) naming the
-setting as ``group.field``, the value and the rule.  Pure: no Ray.
+setting as it was given (``group.field``, or the flat keyword), the value and the rule.  Pure:
+no Ray.
 """
 
 from __future__ import annotations
@@ -221,5 +222,9 @@ def split_flat(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[dict
             raise OptionError(key, value, f"is set twice: also by {group}= (give it once)")
         by_group.setdefault(group, {})[fld] = value
     for group, changes in by_group.items():
-        out[group] = replace(out[group], **changes)
+        try:
+            out[group] = replace(out[group], **changes)
+        except OptionError as exc:  # name the keyword as the caller wrote it
+            key = next((k for k in flat if FLAT.get(k) == tuple(exc.key.split(".", 1))), None)
+            raise OptionError(key or exc.key, exc.value, exc.rule) from None
     return out, rest

@@ -41,7 +41,7 @@ def data():
     ({"machines": [{"id": "a"}, {"id": "a"}, {"id": "b"}]}, ValueError,
      r"^machines: ids must be distinct, \['a'\]"),
     ({"machines": None}, ValueError, r"^machines: a count, a list"),
-    ({"storage": "0.5"}, ValueError, r"^storage: the default storage budget must be a number"),
+    ({"storage": "0.5"}, ValueError, r"^storage: '0.5' must be a number in \(0, 1\] \(the default storage budget\)"),
     ({"field": "gf(3)"}, ValueError, r"^L, S: L=2, S=1 need L\+S\+L = 5 distinct points .* "
                                      r"GF\(3\) has only 3 elements"),
     ({"field": "gf(7)", "L": 40, "S": 20, "machines": 60}, ValueError,

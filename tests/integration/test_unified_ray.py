@@ -167,7 +167,7 @@ def test_inputs_that_do_not_fit_redesign_or_fail_clearly(ray_session):
     ({"N": 0}, r"^N: 0 must be an int >= 1 or None"),
     ({"K": 4}, r"^options: \['K'\] are not options of policy 'unified'"),
     ({"L": 2, "S": 1}, r"^L, S: policy 'unified' takes no L or S"),
-    ({"time_scale": -1.0}, r"^time_scale: must be finite and >= 0"),
+    ({"time_scale": -1.0}, r"^time_scale: -1.0 must be finite and >= 0"),
 ])
 def test_bad_construction_names_the_parameter_and_rule(kwargs, match):
     args = {"mu": HALF, "q": 2, "machines": 4, "field": "gf(2^8)", **kwargs}

@@ -133,3 +133,10 @@ def test_an_option_error_pickles_with_its_fields():
     e = pickle.loads(pickle.dumps(OptionError("run.seed", -1, "must be an int >= 0")))
     assert (e.key, e.value, e.rule, str(e)) == ("run.seed", -1, "must be an int >= 0",
                                                 "run.seed: -1 must be an int >= 0")
+
+
+def test_a_bad_flat_keyword_is_named_as_written():
+    with pytest.raises(OptionError, match=r"^report_window: 0 must be an int >= 1 or None"):
+        split_flat({}, {"report_window": 0})
+    with pytest.raises(OptionError, match=r"^run.seed: -2 must be an int >= 0"):
+        split_flat({"run": {"seed": -2}}, {})

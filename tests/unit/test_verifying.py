@@ -141,10 +141,10 @@ def test_without_verification_a_lie_goes_through():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"tolerance": 0}, r"^verify.tolerance: 0 must be a relative error bound > 0"),
-    ({"strict": True, "tolerance": None}, r"^verify.strict: True needs verify.tolerance"),
-    ({"verify": 1}, r"^verify.on: 1 must be True or False"),
-    ({"exclude_after": 0}, r"^verify.exclude_after: 0 must be an int >= 1"),
+    ({"tolerance": 0}, r"^tolerance: 0 must be a relative error bound > 0"),
+    ({"strict": True, "tolerance": None}, r"^strict: True needs verify.tolerance"),
+    ({"verify": 1}, r"^verify: 1 must be True or False"),
+    ({"exclude_after": 0}, r"^exclude_after: 0 must be an int >= 1"),
 ])
 def test_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
