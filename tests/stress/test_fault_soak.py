@@ -28,7 +28,7 @@ from elastic_coded.runtime import ElasticCluster
 from elastic_coded.runtime.verifying import VerificationError
 from elastic_coded.schemes.plan import PlanError
 
-pytestmark = [pytest.mark.ray, pytest.mark.stress]
+pytestmark = [pytest.mark.ray, pytest.mark.stress, pytest.mark.slow]
 
 GF = field("gf(2147483647)")
 REAL = field("real")

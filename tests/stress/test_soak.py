@@ -12,7 +12,7 @@ from elastic_coded.churn import parse_churn
 from elastic_coded.runtime import ElasticCluster
 from elastic_coded.schemes.plan import PlanError
 
-pytestmark = [pytest.mark.ray, pytest.mark.stress]
+pytestmark = [pytest.mark.ray, pytest.mark.stress, pytest.mark.slow]
 
 F = field("gf(2147483647)")
 STEPS = {"usctec": 120, "unified": 100, "hetero": 100}
