@@ -141,7 +141,10 @@ def test_readme_recipe_runs_against_a_local_head():
     if ray.is_initialized():
         ray.shutdown()
     gcs, dash, agent, client = _free_ports(4)
+    # the head keeps the job's working-dir package an hour, not 10 minutes: on a host whose
+    # clock jumps, or a busy one, Ray otherwise deletes it while the job's workers still start
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+               RAY_RUNTIME_ENV_TEMPORARY_REFERENCE_EXPIRATION_S="3600",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     for key in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
         env.pop(key, None)

@@ -1,0 +1,293 @@
+"""Scale: how a step's time and the processes' CPU grow as machines join, against Ray's floor.
+
+    python benchmarks/bench_scale.py [--quick] [--sizes 12,24,48,96,192] [--out DIR]
+
+For each ``M``: ``A`` of ``100 M`` x 64 rows, 8-column inputs, speeds 1..4 (cycled),
+``time_scale = 0.5``, ``L = 4, S = 2``, ``machines_per_process`` 8 (16 from 192 machines), one
+embedded Ray.  Side by side in one run and on the same inputs:
+
+* the default policy (``usctec-auto``), ``usctec`` and ``dynamic`` on the runtime: the median
+  wall time of ``multiply`` over the measured steps (after warm-up steps), and the reports'
+  ``t_plan`` and ``t_compute``;
+* **Ray's floor**: plain Ray, none of this project's runtime, makes the same ``M`` calls, each
+  a row block (its share in proportion to its speed, the ideal split) times a shared ``B``
+  put once, from ``M/8`` actor processes hosting 8 machines each with the same emulation rule
+  (a call takes ``work / speed * time_scale`` s), gathered one by one as they finish;
+* the CPU seconds per step of the driver, the controller and the worker processes (from
+  ``/proc/<pid>/stat``), divided by ``M``: the driver's and the controller's are what does not
+  shrink on a real cluster, so they are reported apart.
+
+Writes ``scale.json``, ``scale.md`` and ``scale.png`` (with matplotlib).  The goals (issue
+"Scale"): the default's step <= 1.5x Ray's floor at every ``M``; driver plus controller CPU
+<= 0.3 ms per machine per step at ``M = 96``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from results_io import write_results  # noqa: E402
+
+POLICIES = ("usctec-auto", "usctec", "dynamic")
+TIME_SCALE = 0.5
+L, S = 4, 2
+COLS, INPUT_COLS, ROWS_PER_MACHINE = 64, 8, 100
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _speeds(M: int) -> list:
+    return [1.0 + (i % 4) for i in range(M)]
+
+
+def per_process(M: int) -> int:
+    return 16 if M >= 192 else 8
+
+
+# -- CPU of a process, from /proc --------------------------------------------------------------
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(parts[11]) + int(parts[12])) / TICK
+
+
+def _pid_of(handle) -> int:
+    import ray
+
+    return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()))
+
+
+# -- Ray's floor ---------------------------------------------------------------------------------
+def _floor_actor():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class FloorHost:
+        """Plain Ray: a process hosting machines, each a row block and a speed."""
+
+        def __init__(self, blocks: dict, speeds: dict, time_scale: float):
+            self.blocks, self.speeds, self.ts = blocks, speeds, time_scale
+
+        async def run(self, m: int, x, total: int):
+            t0 = time.perf_counter()
+            rows = self.blocks[m]
+            y = rows @ x
+            target = rows.shape[0] * x.shape[1] / total / self.speeds[m] * self.ts
+            await asyncio.sleep(max(0.0, target - (time.perf_counter() - t0)))
+            return m, y
+
+    return FloorHost
+
+
+def ray_floor(A: np.ndarray, speeds: list, Bs: list, per: int) -> dict:
+    """Median seconds per step of Ray's floor (see the module docstring) and its CPU."""
+    import ray
+
+    M = len(speeds)
+    cuts = np.concatenate([[0], np.cumsum(np.asarray(speeds) / sum(speeds) * A.shape[0])])
+    cuts = np.round(cuts).astype(int)
+    Host = _floor_actor()
+    hosts, where = [], {}
+    for h0 in range(0, M, per):
+        ms = range(h0, min(M, h0 + per))
+        hosts.append(Host.remote({m: A[cuts[m]:cuts[m + 1]] for m in ms},
+                                 {m: speeds[m] for m in ms}, TIME_SCALE))
+        where.update({m: hosts[-1] for m in ms})
+    pids = [_pid_of(h) for h in hosts]
+    total = A.shape[0] * Bs[0].shape[1]
+    times = []
+    me = os.getpid()
+    c0 = (cpu_s(me), sum(cpu_s(p) for p in pids))
+    for i, B in enumerate(Bs):
+        t0 = time.perf_counter()
+        ref = ray.put(B)
+        pending = [where[m].run.remote(m, ref, total) for m in range(M)]
+        Y = np.empty((A.shape[0], B.shape[1]))
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            m, y = ray.get(ready[0])
+            Y[cuts[m]:cuts[m + 1]] = y
+        times.append(time.perf_counter() - t0)
+        if not np.allclose(Y, A @ B):
+            raise AssertionError("Ray's floor computed a wrong product")
+        if i == 0:  # the first step warms the actors up
+            times.clear()
+            c0 = (cpu_s(me), sum(cpu_s(p) for p in pids))
+    steps = len(times)
+    c1 = (cpu_s(me), sum(cpu_s(p) for p in pids))
+    for h in hosts:
+        ray.kill(h)
+    return {"median_s": float(np.median(times)), "steps": steps,
+            "driver_cpu_ms_per_machine": 1000 * (c1[0] - c0[0]) / steps / M,
+            "worker_cpu_ms_per_machine": 1000 * (c1[1] - c0[1]) / steps / M}
+
+
+# -- the runtime ---------------------------------------------------------------------------------
+def runtime(A: np.ndarray, speeds: list, Bs: list, per: int, warm: int) -> dict:
+    """Each policy's median step and the processes' CPU per step and machine."""
+    from elastic_coded.runtime import ElasticCluster
+
+    M = len(speeds)
+    machines = [{"id": f"m{i}", "speed": s} for i, s in enumerate(speeds)]
+    out = {}
+    with ElasticCluster(A, "usctec-auto", machines, L=L, S=S,
+                        run={"time_scale": TIME_SCALE, "learn_speeds": False},
+                        ray={"machines_per_process": per},
+                        report={"window": 100}) as c:
+        ctrl_pid = _pid_of(c.controller)
+        hosts = {h.host._actor_id.hex(): h.host for h in c._handles.values()}
+        worker_pids = [_pid_of(h) for h in hosts.values()]
+        me = os.getpid()
+        for policy in POLICIES:
+            times, reports = [], []
+            for i, B in enumerate(Bs):
+                if i == warm:
+                    c0 = (cpu_s(me), cpu_s(ctrl_pid), sum(cpu_s(p) for p in worker_pids))
+                t0 = time.perf_counter()
+                Y = c.multiply(B, policy=policy)
+                dt = time.perf_counter() - t0
+                if not np.allclose(Y, A @ B, rtol=1e-9, atol=1e-9 * np.abs(A @ B).max()):
+                    raise AssertionError(f"{policy}: wrong product at M={M}")
+                if i >= warm:
+                    times.append(dt)
+                    reports.append(c.reports[-1])
+            c1 = (cpu_s(me), cpu_s(ctrl_pid), sum(cpu_s(p) for p in worker_pids))
+            n = len(times)
+            out[policy] = {
+                "median_s": float(np.median(times)),
+                "t_plan_ms": 1000 * float(np.median([r.t_plan for r in reports])),
+                "t_compute_ms": 1000 * float(np.median([r.t_compute for r in reports])),
+                "slowest_needed_ms": 1000 * float(np.median([r.slowest_needed_s
+                                                             for r in reports])),
+                "modes": sorted({r.extra.get("mode", "whole") for r in reports}),
+                "driver_cpu_ms_per_machine": 1000 * (c1[0] - c0[0]) / n / M,
+                "controller_cpu_ms_per_machine": 1000 * (c1[1] - c0[1]) / n / M,
+                "worker_cpu_ms_per_machine": 1000 * (c1[2] - c0[2]) / n / M,
+                "steps": n,
+            }
+    return out
+
+
+def run_size(M: int, steps: int, warm: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed + M)
+    A = rng.standard_normal((ROWS_PER_MACHINE * M, COLS))
+    Bs = [rng.standard_normal((COLS, INPUT_COLS)) for _ in range(steps + warm)]
+    speeds = _speeds(M)
+    per = per_process(M)
+    ideal = TIME_SCALE / sum(speeds)
+    floor = ray_floor(A, speeds, Bs[warm - 1:], per)
+    res = {"M": M, "machines_per_process": per, "ideal_s": ideal, "ray_floor": floor,
+           "policies": runtime(A, speeds, Bs, per, warm)}
+    d = res["policies"]["usctec-auto"]
+    res["default_over_floor"] = d["median_s"] / floor["median_s"]
+    res["default_driver_plus_controller_ms_per_machine"] = (
+        d["driver_cpu_ms_per_machine"] + d["controller_cpu_ms_per_machine"])
+    return res
+
+
+def to_markdown(res: dict) -> str:
+    lines = ["# Scale: a step as machines join, against Ray's floor\n",
+             f"`{res['command']}`; {res['steps']} measured steps per policy after "
+             f"{res['warm']} warm-up steps; A of 100 M x {COLS}, inputs of {INPUT_COLS} columns, "
+             f"speeds 1..4, time_scale {TIME_SCALE}, L={L}, S={S}; machine: "
+             f"{res['machine']['cpus']} CPUs, Ray {res['machine']['ray']}.\n",
+             "| M | ideal | Ray's floor | " + " | ".join(POLICIES) +
+             " | default / floor | goal <= 1.5x |", "|---:|---:|---:|" +
+             "---:|" * len(POLICIES) + "---:|:---:|"]
+    for r in res["sizes"]:
+        pol = " | ".join(f"{1000 * r['policies'][p]['median_s']:.0f} ms" for p in POLICIES)
+        ratio = r["default_over_floor"]
+        lines.append(f"| {r['M']} | {1000 * r['ideal_s']:.1f} ms | "
+                     f"{1000 * r['ray_floor']['median_s']:.0f} ms | {pol} | {ratio:.2f}x | "
+                     f"{'yes' if ratio <= 1.5 else 'no'} |")
+    lines += ["", "CPU per step and machine (ms), the default policy, and where its step goes:",
+              "", "| M | driver | controller | driver + controller | goal <= 0.3 at M=96 | "
+              "workers | floor's driver | floor's workers | t_plan | t_compute | modes |",
+              "|---:|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---|"]
+    for r in res["sizes"]:
+        d, fl = r["policies"]["usctec-auto"], r["ray_floor"]
+        dc = r["default_driver_plus_controller_ms_per_machine"]
+        goal = ("yes" if dc <= 0.3 else "no") if r["M"] == 96 else "-"
+        lines.append(f"| {r['M']} | {d['driver_cpu_ms_per_machine']:.2f} | "
+                     f"{d['controller_cpu_ms_per_machine']:.2f} | {dc:.2f} | {goal} | "
+                     f"{d['worker_cpu_ms_per_machine']:.2f} | "
+                     f"{fl['driver_cpu_ms_per_machine']:.2f} | "
+                     f"{fl['worker_cpu_ms_per_machine']:.2f} | {d['t_plan_ms']:.1f} ms | "
+                     f"{d['t_compute_ms']:.0f} ms | {', '.join(d['modes'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict, out_dir: str) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    Ms = [r["M"] for r in res["sizes"]]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot(Ms, [1000 * r["ideal_s"] for r in res["sizes"]], "k:", label="ideal compute")
+    ax.plot(Ms, [1000 * r["ray_floor"]["median_s"] for r in res["sizes"]], "k-o",
+            label="Ray's floor")
+    for p in POLICIES:
+        ax.plot(Ms, [1000 * r["policies"][p]["median_s"] for r in res["sizes"]], "-o", label=p)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("machines M")
+    ax.set_ylabel("median step (ms)")
+    ax.set_title("A step as machines join")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "scale.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
+    import ray
+
+    out_dir = out_dir or os.path.join(HERE, "results")
+    sizes = tuple(sizes or ((12, 24) if quick else (12, 24, 48, 96, 192)))
+    steps, warm = (3, 1) if quick else (9, 2)
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
+                 log_to_driver=False)
+    cmd = "python benchmarks/bench_scale.py" + (" --quick" if quick else "")
+    res = {"command": cmd, "quick": quick, "steps": steps, "warm": warm,
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "ray": ray.__version__}, "sizes": []}
+    t0 = time.time()
+    for M in sizes:
+        print(f"  scale: M={M}", flush=True)
+        res["sizes"].append(run_size(M, steps, warm))
+    res["wall_s"] = time.time() - t0
+    md = to_markdown(res)
+    write_results(out_dir, "scale" + ("_quick" if quick else ""), res, md)
+    plot(res, out_dir)
+    print(md)
+    return res
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", default=None, help="comma-separated M, e.g. 12,96")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    run(a.quick, a.out, [int(x) for x in a.sizes.split(",")] if a.sizes else None)
