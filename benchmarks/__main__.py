@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory")
+         "verify", "memory", "scale")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -58,6 +58,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "memory":
         import bench_memory
         bench_memory.run(quick, out)
+    elif name == "scale":
+        import bench_scale
+        bench_scale.run(quick, out)  # draws its plot when matplotlib is installed
     elif name == "verify":
         import bench_verify
         bench_verify.run(quick, out)
@@ -138,6 +141,30 @@ def _tail_rows(out: str, add) -> None:
             "unified.json")
 
 
+def _scale_rows(sk: dict, add) -> None:
+    """The scale benchmark's rows: the default's step over Ray's floor at 12 and 96 machines,
+    the driver's and controller's CPU per machine at 96, and the pure planner."""
+    by_m = {r["M"]: r for r in sk.get("sizes", [])}
+    for M in (12, 96):
+        r = by_m.get(M)
+        if r:
+            d = r["policies"]["usctec-auto"]
+            add(f"scale, M={M}: default step / Ray's floor (same calls, plain Ray)",
+                f"{r['default_over_floor']:.2f}x ({1000 * d['median_s']:.0f} ms; floor "
+                f"{1000 * r['ray_floor']['median_s']:.0f} ms)", "<= 1.5x",
+                r["default_over_floor"] <= 1.5, "scale.json")
+    r = by_m.get(96)
+    if r:
+        dc = r["default_driver_plus_controller_ms_per_machine"]
+        add("scale, M=96: driver + controller CPU per machine per step", f"{dc:.2f} ms",
+            "<= 0.3 ms", dc <= 0.3, "scale.json")
+    for p in sk.get("planner", []):
+        goal = 20 if p["M"] <= 96 else 100
+        add(f"scale, planning per step (pure planner), M={p['M']}",
+            f"{p['plan_ms_median']:.0f} ms", f"<= {goal} ms", p["plan_ms_median"] <= goal,
+            "scale.json")
+
+
 def summary(out: str) -> str:
     """The headline table, every figure read from the results files in ``out``."""
     rows = []
@@ -199,6 +226,9 @@ def summary(out: str) -> str:
                 f"best baseline ({s['best_baseline']})", f"{d['vs_best_baseline']:.2f}x "
                 f"({d['over_ideal_median']:.2f}x ideal)", "<= 1.0x", d["vs_best_baseline"] <= 1.0,
                 "schedulers.json")
+    sk = _load(out, "scale.json")
+    if sk:
+        _scale_rows(sk, add)
     sm = _load(out, "sim.json")
     if sm:
         for key, ratio, label, bound in (

@@ -18,11 +18,27 @@ from ..errors import StepFailed
 from ..schemes.wire import Call, CallResult
 from .drain import is_preempted
 
-__all__ = ["Gather", "QuorumCollector", "cancel"]
+__all__ = ["Gather", "QuorumCollector", "cancel", "Share"]
 
 
 def _consume(fut) -> None:
     fut.exception()  # looked at: Ray does not report it as an unhandled error
+
+
+def _renumbered(call: Call, used: list) -> Call:
+    """``call`` with its tasks' ``arg`` counted among the inputs ``used`` (sent beside it)."""
+    if used == list(range(len(used))):  # the inputs sent start at 0 and skip none: as it is
+        return call
+    arg = {a: i for i, a in enumerate(used)}
+    return replace(call, tasks=tuple(replace(t, arg=arg[t.arg]) for t in call.tasks))
+
+
+def _cancel_stream(gen) -> None:
+    """Cancel a batched call no one waits for any more (its machines' calls with it)."""
+    try:
+        ray.cancel(gen)
+    except Exception:  # its process is gone: nothing runs any more
+        pass
 
 
 def cancel(ref) -> None:
@@ -34,6 +50,22 @@ def cancel(ref) -> None:
     except Exception:  # its actor is gone: nothing runs any more
         pass
     ref.future().add_done_callback(_consume)
+
+
+class Share:
+    """One machine's share of a worker process's batched call: its key in
+    :attr:`Gather.pending` (compared by identity), as an ``ObjectRef`` is for a call alone."""
+
+    __slots__ = ("stream", "machine")
+
+    def __init__(self, stream, machine):
+        self.stream, self.machine = stream, machine
+
+
+class _Died(RuntimeError):
+    """A machine of a batched call that ended before answering (not a preemption)."""
+
+    preempted = False
 
 
 class QuorumCollector:
@@ -83,20 +115,48 @@ class Gather:
     cols_of: dict = field(default_factory=dict)
     """Columns of each input (by ``arg``), for counting products."""
     speculated: set = field(default_factory=set)
+    streams: dict = field(default_factory=dict)
+    """Batched calls in flight: ``{generator: {machine: Share}}`` (:meth:`dispatch_many`)."""
+
+    def dispatch_many(self, entries: list) -> None:
+        """Dispatch ``[(machine, handle, Call), ...]`` with one Ray call per worker process:
+        the machines a process hosts run their calls together, and their results stream back
+        one by one as they finish (:meth:`~.hosting.Worker.compute_many`).  A process with one
+        machine here gets a plain call."""
+        by_host: dict = {}
+        for m, h, call in entries:
+            h = h if h is not None else self.handles[m]
+            host = getattr(h, "host", None)
+            key = host._actor_id.hex() if host is not None else id(h)
+            by_host.setdefault(key, []).append((m, h, call))
+        for group in by_host.values():
+            if len(group) == 1:
+                self.dispatch(*group[0])
+                continue
+            used = sorted({t.arg for _, _, call in group for t in call.tasks})
+            items = tuple((h.machine, _renumbered(call, used)) for m, h, call in group)
+            gen = group[0][1].host.compute_many.options(num_returns="streaming").remote(
+                items, *[self.inputs[a] for a in used])
+            now = time.perf_counter()
+            shares = self.streams[gen] = {}
+            for m, _, call in group:
+                shares[m] = share = Share(gen, m)
+                self.pending[share] = (m, call, now)
+                self._count(call)
 
     def dispatch(self, machine, handle, call: Call):
         """Send ``call`` with only the inputs its tasks use (their ``arg`` renumbered)."""
         h = handle if handle is not None else self.handles[machine]
         used = sorted({t.arg for t in call.tasks})
-        arg = {a: i for i, a in enumerate(used)}
-        sent = replace(call, tasks=tuple(replace(t, arg=arg[t.arg]) for t in call.tasks))
-        ref = h.compute.remote(sent, *[self.inputs[a] for a in used])
+        ref = h.compute.remote(_renumbered(call, used), *[self.inputs[a] for a in used])
         self.pending[ref] = (machine, call, time.perf_counter())
-        for t in call.tasks:
-            cols = self._cols(t)
-            self.products += t.num_rows * cols
-            self.rows_dispatched += t.num_rows
+        self._count(call)
         return ref
+
+    def _count(self, call: Call) -> None:
+        for t in call.tasks:
+            self.products += t.num_rows * self._cols(t)
+            self.rows_dispatched += t.num_rows
 
     def _cols(self, t) -> int:
         return (t.cols[1] - t.cols[0]) if t.cols is not None else self.cols_of[t.arg]
@@ -114,26 +174,64 @@ class Gather:
                             break
                     raise StepFailed("step: results ran out before every output decoded")
                 timeout = next_backup_s() if next_backup_s is not None else None
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+                waits = [r for r in self.pending if not isinstance(r, Share)]
+                ready, _ = ray.wait(waits + list(self.streams), num_returns=1, timeout=timeout)
                 if not ready:
                     for m, h, call in self.backup(time.perf_counter()):
                         self.dispatch(m, h, call)
                         self.backups += 1
                     continue
-                self._take(ready[0])
+                if ready[0] in self.streams:
+                    self._take_stream(ready[0])
+                else:
+                    self._take(ready[0])
         finally:
             for r in self.pending:
-                cancel(r)
+                if not isinstance(r, Share):
+                    cancel(r)
+            for gen in self.streams:
+                _cancel_stream(gen)
+            self.streams.clear()
 
     def _take(self, r) -> None:
-        machine, call, t_sent = self.pending.pop(r)
         try:
             out: CallResult = ray.get(r)
         except ray.exceptions.RayActorError as exc:
-            (self.preempted if is_preempted(exc) else self.failed).append(machine)
-            for m2, h2, call2 in self.on_lost(machine, call):
-                self.dispatch(m2, h2, call2)
+            self._lost(r, exc)
             return
+        self._got(r, out)
+
+    def _take_stream(self, gen) -> None:
+        """The next results of a batched call (or its process's death: all its machines')."""
+        shares = self.streams[gen]
+        try:
+            items = ray.get(next(gen))
+        except StopIteration:
+            items = ()
+        except ray.exceptions.RayActorError as exc:
+            del self.streams[gen]
+            for share in shares.values():
+                self._lost(share, exc)
+            return
+        for it in items:
+            share = shares.pop(it.machine)
+            if it.result is None:
+                self._lost(share, _Died(f"machine {it.machine!r} {it.died}"))
+            else:
+                self._got(share, it.result)
+        if not items or not shares:  # the call ended: every machine of it answered
+            del self.streams[gen]
+            for share in shares.values():  # none: a call ends once all its machines answer
+                self._lost(share, _Died(f"machine {share.machine!r} gave no answer"))
+
+    def _lost(self, key, exc) -> None:
+        machine, call, _ = self.pending.pop(key)
+        (self.preempted if is_preempted(exc) else self.failed).append(machine)
+        for m2, h2, call2 in self.on_lost(machine, call):
+            self.dispatch(m2, h2, call2)
+
+    def _got(self, key, out: CallResult) -> None:
+        machine, call, t_sent = self.pending.pop(key)
         self.done_times.append(time.perf_counter() - t_sent)
         self.finished.setdefault(machine, out)
         c = self.collector

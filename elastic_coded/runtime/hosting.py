@@ -18,12 +18,14 @@ none of its machines is left.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import per_process
+from ..schemes.wire import BatchItem
 from .worker import Machine, MachineDied
 
 __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_process",
@@ -56,6 +58,34 @@ class Worker:
             raise MachineDied(machine_id, ray.get_runtime_context().get_actor_id(), "is unknown")
         m.check_alive()
         return await getattr(m, method)(*args)
+
+    async def compute_many(self, items: tuple, *inputs):
+        """Run several hosted machines' calls of one step at once (``items``: ``((machine,
+        Call), ...)``, every call's ``arg`` indexing ``inputs``), each machine at its own pace
+        as if called alone.  A streaming generator: it yields a tuple of
+        :class:`~elastic_coded.schemes.wire.BatchItem` whenever some finish, so that a fast
+        machine's result never waits for a slow one's.  Cancelled, it cancels the calls still
+        running (a machine scripted to crash then crashes, as when its own call is
+        cancelled)."""
+        tasks = [asyncio.ensure_future(self._one(mid, call, inputs)) for mid, call in items]
+        pending = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                yield tuple(t.result() for t in tasks if t in done)
+        finally:
+            for t in pending:
+                t.cancel()
+
+    async def _one(self, machine_id: str, call, inputs) -> BatchItem:
+        m = self.machines.get(machine_id)
+        try:
+            if m is None:
+                raise MachineDied(machine_id, None, "is unknown")
+            m.check_alive()
+            return BatchItem(machine_id, await m.compute(call, *inputs))
+        except MachineDied as exc:
+            return BatchItem(machine_id, died=exc.why)
 
     async def crash(self, machine_id: str) -> None:
         """End machine ``machine_id`` without notice: its rows are dropped, its running calls

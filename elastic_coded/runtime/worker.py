@@ -45,6 +45,10 @@ class MachineDied(ray.exceptions.ActorDiedError):
         return (MachineDied, (self.machine, self.actor_id, self.why))
 
 
+INLINE_PRODUCTS = 1 << 17
+"""Multiply-adds below which a task is computed on the event loop, not in a thread."""
+
+
 def _alive(method):
     """A machine's call: raises :class:`MachineDied` once the machine has ended."""
     @functools.wraps(method)
@@ -232,7 +236,10 @@ class Machine:
         for t in call.tasks:
             A_rows = self._rows(t.source, t.rows)
             X = inputs[t.arg] if t.cols is None else inputs[t.arg][:, t.cols[0]:t.cols[1]]
-            results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
+            if A_rows.size * X.shape[1] <= INLINE_PRODUCTS:  # a thread's hop costs more
+                results.append(self.F.matmul(A_rows, X))
+            else:  # off the event loop: the process's other machines keep their pace
+                results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
             self.check_alive()
             rows_done += t.rows[1] - t.rows[0]
             products += (t.rows[1] - t.rows[0]) * X.shape[1]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["TaskSpec", "Call", "CallResult", "Reassignment", "Joined", "Rescued",
+import numpy as np
+
+__all__ = ["TaskSpec", "Call", "CallResult", "BatchItem", "Reassignment", "Joined", "Rescued",
            "Snapshot", "Member", "StepRequest", "PreparedStep"]
 
 
@@ -33,6 +35,10 @@ class TaskSpec:
     @property
     def num_rows(self) -> int:
         return self.rows[1] - self.rows[0]
+
+    def __reduce__(self):  # a plain tuple: a step's calls carry hundreds of tasks
+        return (TaskSpec, (self.source, self.rows, self.arg, self.cols, self.piece,
+                           self.position))
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,10 @@ class Call:
     crash_at: float | None = None
     keep: bool = False
 
+    def __reduce__(self):
+        return (Call, (self.step, self.tasks, self.total_products, self.slow, self.pace_s,
+                       self.crash_at, self.keep))
+
 
 @dataclass(frozen=True)
 class CallResult:
@@ -72,6 +82,40 @@ class CallResult:
     elapsed_s: float
     finished: float = 0.0
     """Wall clock (``time.time()``) when the call finished."""
+
+    def __reduce__(self):
+        """Results of one width and dtype travel as one array (one buffer, not one per task)
+        and come back as views of it."""
+        res = self.results
+        rest = (self.machine, self.step, self.rows, self.products, self.work, self.compute_s,
+                self.elapsed_s, self.finished)
+        if len(res) > 1 and _same_2d(res):
+            return (_unpack, (np.concatenate(res, axis=0), tuple(r.shape[0] for r in res),
+                              rest))
+        return (CallResult, (rest[0], rest[1], res, *rest[2:]))
+
+
+def _same_2d(arrays) -> bool:
+    a0 = arrays[0]
+    return all(isinstance(a, np.ndarray) and a.ndim == 2 and a.shape[1] == a0.shape[1]
+               and a.dtype == a0.dtype for a in arrays)
+
+
+def _unpack(packed, heights: tuple, rest: tuple) -> CallResult:
+    cuts = np.cumsum((0,) + heights)
+    results = tuple(packed[a:b] for a, b in zip(cuts[:-1], cuts[1:]))
+    return CallResult(rest[0], rest[1], results, *rest[2:])
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One machine's outcome in a worker process's batched call (one call per process per
+    step, its machines' results streamed back as each finishes): its :class:`CallResult`, or
+    ``died``, why the machine ended before answering (it crashed or left)."""
+
+    machine: str
+    result: CallResult | None = None
+    died: str | None = None
 
 
 @dataclass(frozen=True)

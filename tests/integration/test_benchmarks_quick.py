@@ -23,7 +23,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
-                 "verify_quick", "schedulers_quick"):
+                 "verify_quick", "schedulers_quick", "scale_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -39,6 +39,13 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     for key in sc["order"]:
         for p in ("usctec-auto", "dynamic", "proportional", "hand-written"):
             assert sc["scenarios"][key][p]["median_s"] > 0, (key, p)
+    sk = json.loads((out / "scale_quick.json").read_text())
+    for r in sk["sizes"]:  # every policy and Ray's floor ran at every size, and CPU was read
+        assert r["ray_floor"]["median_s"] > 0 and r["default_over_floor"] > 0, r["M"]
+        for p in ("usctec-auto", "usctec", "dynamic"):
+            assert r["policies"][p]["median_s"] > 0, (r["M"], p)
+            assert r["policies"][p]["driver_cpu_ms_per_machine"] > 0, (r["M"], p)
+    assert [p["M"] for p in sk["planner"]] == [96] and sk["planner"][0]["plan_ms_median"] > 0
     sw = json.loads((out / "sweeps.json").read_text())
     for key in ("slowdown", "heterogeneity", "churn", "scale"):
         for pt in sw[key]:
@@ -48,7 +55,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     summary = (out / "summary.md").read_text()
     for row in ("plan_step at N=1000", "runtime, 2 stragglers x5: USCTEC / uncoded",
                 "hetero masters", "unified K=6: measured load = L(q)",
-                "verification per step, real"):
+                "verification per step, real", "scale, M=12: default step / Ray's floor"):
         assert row in summary, row
     try:
         import matplotlib  # noqa: F401

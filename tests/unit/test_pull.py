@@ -255,3 +255,29 @@ def test_a_lost_machines_queue_and_running_units_are_taken_by_others():
     t, _ = _simulate(q, {m: 1.0 for m in speeds if m != victim}, {},
                      lambda: len(q.complete) == len(sub.pieces))
     assert all(len(q.done[pi]) >= L for pi in range(len(sub.pieces)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n_blocks=st.integers(1, 8), n_machines=st.integers(1, 6))
+def test_group_holders_are_the_present_machines_storing_all_the_rows(data, n_blocks,
+                                                                     n_machines):
+    """Against the definition, row by row: a group's holders are the present machines that
+    store every one of its rows."""
+    from elastic_coded.schemes.plan import Group, Placement, RowBlock
+
+    ms = tuple(f"m{i}" for i in range(n_machines))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, 39), max_size=n_blocks - 1))))
+    bounds = [0, *cuts, 40]
+    blocks = tuple(RowBlock(a, b, tuple(data.draw(st.sets(st.sampled_from(ms)))))
+                   for a, b in zip(bounds, bounds[1:]))
+    place = Placement(40, ms, (1.0,) * n_machines, blocks)
+    present = data.draw(st.sets(st.sampled_from(ms)))
+    spans = data.draw(st.lists(st.tuples(st.integers(0, 39), st.integers(1, 40))
+                               .filter(lambda t: t[0] < t[1]), min_size=1, max_size=5))
+    groups = [Group(rows, (rows[1] - rows[0]) / 40, ()) for rows in spans]
+    got = pl._group_holders(place, groups, tuple(present))
+    for (a, b), hs in zip(spans, got):
+        want = {m for m in present
+                if all(any(blk.start <= r < blk.stop and m in blk.holders for blk in blocks)
+                       for r in range(a, b))}
+        assert set(hs) == want and list(hs) == sorted(hs, key=str)

@@ -1,7 +1,8 @@
 """The whole-plan executor of the USCTEC family (MATH.md §1): ``usctec`` and the baselines
 ``proportional``, ``cyclic``, ``uncoded`` and ``speculative``.
 
-Every machine gets its whole share of the plan at once; each piece decodes from its first ``L``
+Every machine gets its whole share of the plan at once, in one Ray call per worker process
+(:meth:`~elastic_coded.runtime.gather.Gather.dispatch_many`); each piece decodes from its first ``L``
 positions (:class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`).  The work of a
 machine that dies is re-planned on live holders of its rows (the controller's ``recover``).  A
 call still running ``speculation`` (``speculative``) or ``deadline`` times the median completed
@@ -50,10 +51,11 @@ def run_whole(ctx: StepContext, B: np.ndarray, ev, prep):
 
     g = Gather(refs, ctx.handles, col, on_lost)
     g.cols_of = {p: coded.shape[2] for p in range(plan.K)}
-    for m, ts in plan.tasks().items():
-        specs = tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position) for t in ts)
-        g.dispatch(m, None, Call(step, specs, total, float(ev.slow.get(m, 1.0)),
-                                 crash_at=crash_at(m, ev)))
+    g.dispatch_many([
+        (m, None, Call(step, tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position)
+                                   for t in ts), total, float(ev.slow.get(m, 1.0)),
+                       crash_at=crash_at(m, ev)))
+        for m, ts in plan.tasks().items()])
     factor = policy_of(ctx.policy).speculation or ctx.deadline
     if factor:
         g.backup = _speculator(g, factor, lambda: ctx.ctrl.holders_of(plan), col, step, total)

@@ -21,6 +21,8 @@ what started, finished and was lost.  Times are seconds of the caller's clock.
 
 from __future__ import annotations
 
+import bisect
+
 import math
 from dataclasses import dataclass, field, replace
 
@@ -483,14 +485,22 @@ class PullOptions:
 
 
 def _group_holders(placement, groups, present) -> tuple:
-    """The present machines storing each group's rows entirely."""
+    """The present machines storing each group's rows entirely: the present holders common
+    to every block the rows overlap (the blocks sorted once, each group's found by bisection)."""
+    present = set(present)
+    blocks = sorted(placement.blocks, key=lambda b: b.start)
+    starts = [b.start for b in blocks]
+    held = [frozenset(h for h in b.holders if h in present) for b in blocks]
     out = []
     for grp in groups:
-        spans = placement.holders_of(grp.rows, present)
-        hs = set(spans[0][2]) if spans else set()
-        for _, _, h in spans[1:]:
-            hs &= set(h)
-        out.append(tuple(sorted(hs, key=str)))
+        a, b = grp.rows
+        i = max(0, bisect.bisect_right(starts, a) - 1)
+        hs = None
+        while i < len(blocks) and blocks[i].start < b:
+            if blocks[i].stop > a:
+                hs = held[i] if hs is None else hs & held[i]
+            i += 1
+        out.append(tuple(sorted(hs or (), key=str)))
     return tuple(out)
 
 
