@@ -145,7 +145,7 @@ def runtime(A: np.ndarray, speeds: list, Bs: list, per: int, warm: int) -> dict:
     machines = [{"id": f"m{i}", "speed": s} for i, s in enumerate(speeds)]
     out = {}
     with ElasticCluster(A, "usctec-auto", machines, L=L, S=S,
-                        run={"time_scale": TIME_SCALE, "learn_speeds": False},
+                        run={"time_scale": TIME_SCALE},
                         ray={"machines_per_process": per},
                         report={"window": 100}) as c:
         ctrl_pid = _pid_of(c.controller)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import BudgetError, PlanError, StepFailed
 from ..schemes.families import Change, Family
-from ..schemes.policies.rules import assign_recovery
+from ..schemes.policies.rules import REPLAN_SPEED_CHANGE, assign_recovery, speeds_close
 from ..schemes.wire import StepRequest, TaskSpec
 from .members import Members
 
@@ -70,7 +70,8 @@ class Storage:
         self.redesign: str | None = None
         self.values_moved = 0
         self.deferred: dict = {}  # shrinks a repair left for the next (a step may be running)
-        self.plans: dict = {}  # policy -> (key, plan), reused while nothing changed
+        self.plans: dict = {}  # policy -> (key, speeds, plan), reused while nothing changed
+        self.replan_speed_change = REPLAN_SPEED_CHANGE
 
     def S_now(self) -> int:
         """The configured ``S``, lowered to what the machines present allow (``L+S`` of them)."""
@@ -211,16 +212,19 @@ class Storage:
 
     def plan(self, request: StepRequest, S: int):
         """The step's plan for the machines present (by id), reused while the policy, ``S``,
-        the inputs' columns, the machines, their speeds and the storage are unchanged (a family
-        whose ``state_key`` is ``None`` plans every step anew)."""
+        the inputs' columns, the machines and the storage are unchanged and no speed estimate
+        moved by more than :data:`REPLAN_SPEED_CHANGE` from the one planned with (a family
+        whose ``state_key`` is ``None`` plans every step anew).  Speeds only make a plan
+        faster or slower, never wrong: a plan is valid for its machines and storage."""
         present = self.members.present(sort=True)
-        key = (request.policy, S, request.n_cols, present.machines,
-               tuple(present.speeds.values()), self.family.state_key())
+        key = (request.policy, S, request.n_cols, present.machines, self.family.state_key())
+        speeds = tuple(present.speeds.values())
         cached = self.plans.get(request.policy)
-        if key[-1] is not None and cached is not None and cached[0] == key:
-            return cached[1]
+        if key[-1] is not None and cached is not None and cached[0] == key \
+                and speeds_close(cached[1], speeds, self.replan_speed_change):
+            return cached[2]
         plan = self.family.plan(request.policy, present, S, request)
-        self.plans[request.policy] = (key, plan)
+        self.plans[request.policy] = (key, speeds, plan)
         return plan
 
     def holders_of(self, plan) -> dict:

@@ -301,6 +301,38 @@ def test_the_plan_is_reused_while_nothing_changed_and_made_anew_when_anything_di
     assert plan3 is not plan2 and "m0" not in plan3.tasks()  # membership changed
 
 
+def test_the_plan_is_kept_while_every_speed_stays_within_the_replan_change():
+    from elastic_coded.schemes.policies.rules import REPLAN_SPEED_CHANGE
+    from elastic_coded.schemes.speeds import SpeedEstimate
+
+    st, _ = _usctec(n=6, q=24, L=2, S=1)
+
+    def set_speed(v):
+        st.members.table["m3"].est = SpeedEstimate((v,) * 5)
+
+    req = StepRequest(0, "usctec", None, 4)
+    plan = st.plan(req, 1)
+    base = st.members.speeds()["m3"]
+    set_speed(base * (1 + REPLAN_SPEED_CHANGE / 2))
+    assert st.members.speeds()["m3"] != base and st.plan(req, 1) is plan  # within: kept
+    set_speed(base * (1 + 2 * REPLAN_SPEED_CHANGE))
+    plan2 = st.plan(req, 1)
+    assert plan2 is not plan and st.plan(req, 1) is plan2  # beyond: made anew, then kept
+    st.replan_speed_change = 0.0  # equal speeds only
+    set_speed(base * (1 + 2 * REPLAN_SPEED_CHANGE) * 1.001)
+    assert st.plan(req, 1) is not plan2
+
+
+@pytest.mark.parametrize("planned, now, change, close", [
+    ((1.0, 2.0), (1.05, 1.9), 0.1, True), ((1.0, 2.0), (1.2, 2.0), 0.1, False),
+    ((1.0,), (1.0, 1.0), 0.1, False), ((3.0, 4.0), (3.0, 4.0), 0.0, True),
+    ((3.0, 4.0), (3.0, 4.0000001), 0.0, False)])
+def test_speeds_close(planned, now, change, close):
+    from elastic_coded.schemes.policies.rules import speeds_close
+
+    assert speeds_close(planned, now, change) is close
+
+
 def test_a_family_without_a_state_key_plans_every_step():
     st, fam, _ = _scripted(key=None)
     req = StepRequest(0, "x", None, 1)

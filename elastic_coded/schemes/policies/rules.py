@@ -10,6 +10,8 @@ USCTEC family (MATH.md §1):
 * :func:`backup_copies` (with :func:`backup_target`, :func:`backup_due`) and
   :func:`speculation_start`: speculative backup copies (the ``speculative`` policy).
 * Speed estimates are :mod:`elastic_coded.schemes.speeds` (``observe``), shared already.
+* :func:`speeds_close` (with :data:`REPLAN_SPEED_CHANGE`): whether a plan made for some speed
+  estimates is kept for the current ones.
 
 Heterogeneous masters (MATH.md §3):
 
@@ -35,7 +37,21 @@ from . import hetero as het
 
 __all__ = ["recovery_target", "assign_recovery", "backup_due", "backup_target", "backup_copies",
            "speculation_start", "hetero_needs_replan", "top_up", "top_up_time", "paced",
-           "quorum_time"]
+           "quorum_time", "speeds_close", "REPLAN_SPEED_CHANGE"]
+
+REPLAN_SPEED_CHANGE = 0.1
+"""A plan is made anew once some machine's speed estimate moved by more than this fraction
+from the estimate it was planned with (loads follow speeds: a smaller move costs a step at
+most this fraction of its time)."""
+
+
+def speeds_close(planned: Sequence[float], now: Sequence[float],
+                 change: float = REPLAN_SPEED_CHANGE) -> bool:
+    """Whether every speed of ``now`` is within ``change`` (relative) of ``planned``, the two
+    given machine by machine in the same order (``change = 0``: equal)."""
+    if len(planned) != len(now):
+        return False
+    return all(abs(b - a) <= change * abs(a) for a, b in zip(planned, now))
 
 
 # -- recovery after a crash ----------------------------------------------------------------------
