@@ -7,8 +7,9 @@ gather the first decodable results with ``ray.wait``, re-dispatch what a crash l
 rest, decode) and records a :class:`~.report.StepReport`.  A step never returns a partial
 result: it decodes every output or raises.
 
-For the USCTEC family the next step's plan is asked for as a step ends (pipelined planning); it
-is used only if no machine joined, left or failed in between (a membership epoch says so).
+For the USCTEC family the next step's plan is asked for as a step starts (pipelined planning:
+the controller plans it while this step computes); it is used only if no machine joined, left
+or failed in between and the step did not fail (a membership epoch says so).
 """
 
 from __future__ import annotations
@@ -279,13 +280,19 @@ class ElasticCluster:
             self._ctrl("mark_dead", dead)
         t0 = time.perf_counter()
         prep, S_override = self._prepare(policy, n_cols)
-        ctx = self._context(policy, n_cols)
-        Y, out = run_step(ctx, X, ev, prep)
-        self._pull_rate = out.pull_rate or self._pull_rate
-        inputs.check_finite(self.F, Y)
-        Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
-        inputs.check_finite(self.F, Y)
-        self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
+        if S_override is None and self._fam.prefetches:
+            self._ask_ahead(policy, n_cols)
+        try:
+            ctx = self._context(policy, n_cols)
+            Y, out = run_step(ctx, X, ev, prep)
+            self._pull_rate = out.pull_rate or self._pull_rate
+            inputs.check_finite(self.F, Y)
+            Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
+            inputs.check_finite(self.F, Y)
+            self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
+        except BaseException:
+            self._epoch += 1  # the step failed: plan it afresh, not from the plan asked ahead
+            raise
         self._finish(policy, out.prep or prep, out, t0, S_override, n_cols)
         for m in self._verifier.exclude(self._handles):
             self.remove_machine(m)
@@ -332,6 +339,13 @@ class ElasticCluster:
         self._present = list(prep.speeds)
         self._specs, self._speeds, self._storage = dict(prep.specs), prep.speeds, prep.storage
         return prep, S_override
+
+    def _ask_ahead(self, policy: str, n_cols: int) -> None:
+        """Ask for the next step's plan (this policy, the same input width) now, so that the
+        controller plans it while this step computes; it is used if no machine joins, leaves or
+        fails meanwhile (the membership epoch says so), else dropped."""
+        req = StepRequest(self._step + 1, policy, None, n_cols, tuple(self._handles), ahead=True)
+        self._prefetch[policy] = (self._epoch, n_cols, self.controller.prepare_step.remote(req))
 
     def _drop_stale_prefetch(self, n_cols: int) -> None:
         """Drop plans asked for ahead under another membership or input width (their joins,
@@ -394,12 +408,7 @@ class ElasticCluster:
         self._present = [m for m in prep.speeds if m not in gone]
         mem.forget(self, gone)  # out of every driver-side table, now
         if gone:
-            self._epoch += 1
-        if S_override is None and self._fam.prefetches:
-            # the next step of this policy, planned while the caller works (same input width)
-            req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
-            self._prefetch[policy] = (self._epoch, n_cols,
-                                      self.controller.prepare_step.remote(req))
+            self._epoch += 1  # the plan asked for ahead counted them in
 
     # -- lifecycle --------------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -206,7 +206,7 @@ class Storage:
         self.short_S = None
         self.check_count(S_eff)
         S_store = min(self.S, max(S_eff, len(self.members) - self.L))  # as many as can be
-        moved = await self.repair(S_store, request.n_cols)
+        moved = await self.repair(S_store, request.n_cols, shrink_now=not request.ahead)
         self.check_count(S_eff)
         return self.plan(request, S_eff), moved
 

@@ -167,13 +167,16 @@ class Member:
 @dataclass(frozen=True)
 class StepRequest:
     """What the driver asks the controller for: the plan of ``step`` under ``policy``, with
-    ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs."""
+    ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs.
+    ``ahead``: asked for while the step before runs (its storage repair shrinks no machine's
+    rows then: that step may be reading them)."""
 
     step: int
     policy: str
     S: int | None
     n_cols: int
     known: tuple = ()
+    ahead: bool = False
 
 
 @dataclass(frozen=True)
