@@ -232,7 +232,7 @@ def _policy_options(doc: Mapping, policy: str, job: str):
     if family_of(policy) != "usctec" and job != "matmul":
         raise _err("job", job, f"must be 'matmul' for policy {policy!r}")
     masters = doc.get("masters")
-    if policy != "hetero":
+    if family_of(policy) != "hetero":
         if masters is not None:
             raise _err("masters", masters, "is only for policy 'hetero'")
         return options, ()

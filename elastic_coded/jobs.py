@@ -50,7 +50,7 @@ def make_problem(cfg: RunConfig) -> dict:
     if cfg.path is not None:
         A = np.load(cfg.path, mmap_mode="r")
         return {"A": cfg.path, "A_local": A, "rng": rng, "F": F}
-    if cfg.policy == "hetero":
+    if family_of(cfg.policy) == "hetero":
         As = [F.random(shape, rng) for shape in cfg.masters]
         return {"A": As, "A_local": As, "rng": rng, "F": F}
     if cfg.job == "matmul":
@@ -231,7 +231,7 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
     """The job's steps on ``cluster``, each checked into ``res``; returns the final vector
     (power iteration, regression)."""
     F, rng = prob["F"], prob["rng"]
-    hetero = cfg.policy == "hetero"
+    hetero = family_of(cfg.policy) == "hetero"
     A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
     n = None if hetero else A_local.shape[1]
     x = rng.standard_normal(n) if cfg.job != "matmul" else None

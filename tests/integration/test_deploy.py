@@ -131,6 +131,7 @@ def _wait_for_jobs(address: str, env: dict, timeout: float = 150) -> None:
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # a Ray head of its own for a minute: with the slow tests, not beside others
 def test_readme_recipe_runs_against_a_local_head():
     """The recipe's commands that need no cloud (the token lines and ``ray job submit``), as
     README writes them (only the dashboard port, 8265, moved to a free one), against a head
