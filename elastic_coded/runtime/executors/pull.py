@@ -282,6 +282,7 @@ class _Loop:
         (g.preempted if preempted else g.failed).append(m)
         for ref in [r for r, (mm, _, _) in g.pending.items() if mm == m]:
             g.pending.pop(ref)
+            cancel(ref)  # its error is consumed when it comes, not printed as unhandled
         self.q.lost(m)
         self.ctx.ctrl.mark_dead([m])
 
