@@ -31,7 +31,7 @@ Example (``examples/quickstart.yaml`` is a complete one)::
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass, field as dc_field, fields as dc_fields
 from typing import Any, Mapping
 
 from .algebra.fields import field as make_field
@@ -193,6 +193,7 @@ def _groups(doc: Mapping) -> dict:
                 if fld in sec:
                     raise _err(key, doc[key], f"is also set as {name}.{fld}; give it once")
                 sec[fld] = doc[key]
+        sec = _yaml_1_1(GROUPS[name], sec)
         try:
             out[name] = group_of(name, sec)
         except OptionError as exc:
@@ -200,6 +201,21 @@ def _groups(doc: Mapping) -> dict:
                         and FLAT[k] == tuple(exc.key.split(".", 1))), None)
             raise _err(top or exc.key, exc.value, exc.rule) from None
     return out
+
+
+def _yaml_1_1(cls, sec: dict) -> dict:
+    """Undo two readings of YAML 1.1 (PyYAML's): the key ``on`` read as ``true``, and a number
+    such as ``1e-9`` (no dot) read as a string, for the fields that take a float."""
+    if True in sec and "on" not in sec:
+        sec["on"] = sec.pop(True)
+    floats = {f.name for f in dc_fields(cls) if "float" in str(f.type)}
+    for k, v in sec.items():
+        if k in floats and isinstance(v, str):
+            try:
+                sec[k] = float(v)
+            except ValueError:  # left as it is: the check names it
+                pass
+    return sec
 
 
 def _machines(machines, need: int):

@@ -127,9 +127,14 @@ class Gather:
         for m, h, call in entries:
             h = h if h is not None else self.handles[m]
             host = getattr(h, "host", None)
-            key = host._actor_id.hex() if host is not None else id(h)
-            by_host.setdefault(key, []).append((m, h, call))
+            group = by_host.setdefault(host._actor_id.hex() if host is not None else id(h), [])
+            if host is None or any(m == m2 for m2, _, _ in group):
+                self.dispatch(m, h, call)  # a plain actor, or a machine's second call: alone
+            else:
+                group.append((m, h, call))
         for group in by_host.values():
+            if not group:
+                continue
             if len(group) == 1:
                 self.dispatch(*group[0])
                 continue

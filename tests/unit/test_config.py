@@ -99,3 +99,19 @@ def test_machines_per_process_reaches_the_cluster_and_defaults_by_speed_mode():
     assert per_process(7, 0.0) == 7
     with pytest.raises(ValueError, match=r"machines_per_process: must be an integer >= 1"):
         per_process(0, 0.2)
+
+
+def test_yaml_1_1_readings_of_on_and_exponents_are_undone(tmp_path):
+    """PyYAML reads ``on:`` as the key ``true`` and ``1e-6`` as a string; the settings mean
+    what they say."""
+    from elastic_coded.options import RunOptions, VerifyOptions
+
+    path = tmp_path / "c.yaml"
+    path.write_text("job: matmul\nfield: gf(p)\nverify: {on: false, tolerance: 1e-6}\n"
+                    "run: {time_scale: 5e-2}\n")
+    cfg = load_config(str(path))
+    assert cfg.verify == VerifyOptions(on=False, tolerance=1e-6)
+    assert cfg.run == RunOptions(time_scale=0.05)
+    path.write_text("job: matmul\nfield: gf(p)\nrun: {time_scale: fast}\n")
+    with pytest.raises(ConfigError, match=r"'run.time_scale': 'fast' must be finite"):
+        load_config(str(path))
