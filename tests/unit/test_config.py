@@ -115,3 +115,21 @@ def test_yaml_1_1_readings_of_on_and_exponents_are_undone(tmp_path):
     path.write_text("job: matmul\nfield: gf(p)\nrun: {time_scale: fast}\n")
     with pytest.raises(ConfigError, match=r"'run.time_scale': 'fast' must be finite"):
         load_config(str(path))
+
+
+def test_the_documented_config_with_every_key_parses():
+    """docs/options.md's YAML block, every key with its default or an example value, is a
+    config that parses to what it says."""
+    import yaml
+
+    from elastic_coded.options import RayOptions, RunOptions, VerifyOptions
+
+    text = open(os.path.join(EXAMPLES, "..", "docs", "options.md")).read()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    doc = yaml.safe_load(block)
+    doc.pop("masters")  # hetero's key, beside a usctec-auto policy
+    doc["churn"] = os.path.join(EXAMPLES, "churn.yaml")
+    cfg = parse_config(doc)
+    assert cfg.run == RunOptions(time_scale=0.2, storage=0.8)
+    assert cfg.verify == VerifyOptions() and cfg.ray == RayOptions(num_cpus=2,
+                                                                   machines_per_process=4)
