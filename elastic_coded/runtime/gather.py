@@ -62,12 +62,6 @@ class Share:
         self.stream, self.machine = stream, machine
 
 
-class _Died(RuntimeError):
-    """A machine of a batched call that ended before answering (not a preemption)."""
-
-    preempted = False
-
-
 class QuorumCollector:
     """Complete once ``need`` calls have finished (unified's Map: the fastest ``q``)."""
 
@@ -202,7 +196,7 @@ class Gather:
         try:
             out: CallResult = ray.get(r)
         except ray.exceptions.RayActorError as exc:
-            self._lost(r, exc)
+            self._lost(r, is_preempted(exc))
             return
         self._got(r, out)
 
@@ -216,22 +210,22 @@ class Gather:
         except ray.exceptions.RayActorError as exc:
             del self.streams[gen]
             for share in shares.values():
-                self._lost(share, exc)
+                self._lost(share, is_preempted(exc))
             return
         for it in items:
             share = shares.pop(it.machine)
             if it.result is None:
-                self._lost(share, _Died(f"machine {it.machine!r} {it.died}"))
+                self._lost(share)  # the machine crashed or left: not a preemption
             else:
                 self._got(share, it.result)
         if not items or not shares:  # the call ended: every machine of it answered
             del self.streams[gen]
             for share in shares.values():  # none: a call ends once all its machines answer
-                self._lost(share, _Died(f"machine {share.machine!r} gave no answer"))
+                self._lost(share)
 
-    def _lost(self, key, exc) -> None:
+    def _lost(self, key, preempted: bool = False) -> None:
         machine, call, _ = self.pending.pop(key)
-        (self.preempted if is_preempted(exc) else self.failed).append(machine)
+        (self.preempted if preempted else self.failed).append(machine)
         for m2, h2, call2 in self.on_lost(machine, call):
             self.dispatch(m2, h2, call2)
 

@@ -131,14 +131,13 @@ class Verifier:
         self.limit = opts.exclude_after if opts.exclude_after is not None else math.inf
         self.tolerance = None if opts.tolerance is None else float(opts.tolerance)
         self.F, self.family, self.on, self.strict = F, family, opts.on, opts.strict
-        verify = opts.on
         if family not in CHECKS:
             raise ValueError(f"family: one of {sorted(CHECKS)}, got {family!r}")
         mats = list(data) if isinstance(data, list) else [matrix_of(data)]
         self.mats = mats
         self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
-        self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if verify else None
+        self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if self.on else None
         self.checks = CHECKS[family](self)
         self.counts: dict[str, int] = {}
         self._armed: set = set()  # machines told to lie in the current step
