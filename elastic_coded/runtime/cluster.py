@@ -30,13 +30,14 @@ from ..churn import ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..options import split_flat
 from ..errors import ShortOfMachines, StepFailed
-from ..schemes.registry import added_policies, policy_of
+from ..schemes.policies.pull import choose_mode, next_mode
+from ..schemes.registry import added_policies, policy_of, step_code
 from ..schemes.policies import family_of, parse_options
 from . import events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
-from .executors.pull import history
+from .executors.pull import history, pull_pays
 from .family_setup import FAMILIES, FamilySetup
 from .hosting import kill, per_process
 from .report import ReportLog, StepReport, summarize_plan
@@ -155,6 +156,7 @@ class ElasticCluster:
         self._codes: tuple = ()  # hetero: the masters' MDS codes
         self._specs: dict = {}     # the driver's copy of the controller's state, for a revival
         self._speeds: dict = {}
+        self._mode: str | None = None  # usctec-auto's execution of the step running
         self._storage = None
         self.revivals = 0
         self._churn = _churn_script(churn).generator()
@@ -307,12 +309,15 @@ class ElasticCluster:
             options=self.options, ctrl=client, patience=self._verifier.patience,
             codes=self._codes,
             history=history(self.reports, policy) if policy_of(policy).pulls else (),
-            pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle))
+            pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle),
+            mode=self._mode)
 
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower
         ``S`` when machines ran short and ``allow_lower_S`` is set)."""
         self._drop_stale_prefetch(n_cols)
+        modes = self._modes(policy, n_cols)
+        self._mode = modes[0] if modes else None
         pre = self._prefetch.pop(policy, None)
         prep = None
         if pre is not None:
@@ -320,9 +325,13 @@ class ElasticCluster:
                 prep = ray.get(pre[2])
             except Exception:  # e.g. too few machines: the fresh request reports it
                 prep = None
+            if prep is not None and modes and not prep.plan.has(modes[0]):
+                self._carry_over(prep)  # planned for another execution: ask again
+                prep = None
         S_override = None
         if prep is None:
-            req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles))
+            req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles),
+                              modes=modes)
             try:
                 prep = self._ctrl("prepare_step", req)
             except ShortOfMachines as exc:
@@ -331,7 +340,8 @@ class ElasticCluster:
                 S_override = exc.S_max
                 log.warning("running step %d with S=%d (%s)", self._step, S_override,
                             str(exc).split(";")[0])
-                req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles))
+                req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles),
+                                  modes=self._modes(policy, n_cols, S=S_override))
                 prep = self._ctrl("prepare_step", req)
         self._handles.update(prep.handles)
         mem.forget(self, [m for m in self._handles if m not in prep.speeds])
@@ -344,8 +354,24 @@ class ElasticCluster:
         """Ask for the next step's plan (this policy, the same input width) now, so that the
         controller plans it while this step computes; it is used if no machine joins, leaves or
         fails meanwhile (the membership epoch says so), else dropped."""
-        req = StepRequest(self._step + 1, policy, None, n_cols, tuple(self._handles), ahead=True)
+        req = StepRequest(self._step + 1, policy, None, n_cols, tuple(self._handles), ahead=True,
+                          modes=self._modes(policy, n_cols, ahead=True))
         self._prefetch[policy] = (self._epoch, n_cols, self.controller.prepare_step.remote(req))
+
+    def _modes(self, policy: str, n_cols: int, ahead: bool = False, S=None) -> tuple:
+        """The execution a policy that chooses one each step (``usctec-auto``) will run, so the
+        controller makes only its plan (``()``: every plan, before any speed is known).
+        ``ahead``: the one expected of the next step
+        (:func:`~elastic_coded.schemes.policies.pull.next_mode`)."""
+        if not policy_of(policy).modes or not self._speeds or not self._fam.takes_LS:
+            return ()
+        S = self.S if S is None else S
+        L_s, S_s, _ = step_code(policy, self.L, S, max(1, n_cols), self.F)
+        hist = history(self.reports, policy)
+        pays = pull_pays(self.F, self.shape[0], L_s, S_s, n_cols, self._speeds,
+                         self.time_scale, self._pull_rate, self.options)
+        mode = choose_mode(list(hist), pays)
+        return (next_mode(hist, mode, pays) if ahead else mode,)
 
     def _drop_stale_prefetch(self, n_cols: int) -> None:
         """Drop plans asked for ahead under another membership or input width (their joins,
@@ -357,12 +383,16 @@ class ElasticCluster:
                     info = ray.get(ref)
                 except Exception:  # it failed: it changed nothing
                     continue
-                c = self._carry
-                c["joined"] += tuple(info.joined)
-                c["left"] += tuple(info.left)
-                c["rows_moved"] += int(info.rows_moved)
-                c["draining"] += tuple(info.draining)
-                c["preempted"] += tuple(info.preempted)
+                self._carry_over(info)
+
+    def _carry_over(self, info) -> None:
+        """A plan not used: its joins, departures and copies go into the next report."""
+        c = self._carry
+        c["joined"] += tuple(info.joined)
+        c["left"] += tuple(info.left)
+        c["rows_moved"] += int(info.rows_moved)
+        c["draining"] += tuple(info.draining)
+        c["preempted"] += tuple(info.preempted)
 
     def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather

@@ -67,7 +67,8 @@ class StepContext:
     ``pull_rate``: products per second per unit of speed measured by the last pull step at
     real speed.  ``unified``: the driver's cache of Shuffle plans and stored designs
     (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
-    crash that had no call to crash in."""
+    crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of the step,
+    chosen by the driver before it asked for the plan (``None``: chosen from the plan)."""
 
     step: int
     F: Any
@@ -84,3 +85,4 @@ class StepContext:
     pull_rate: float | None = None
     unified: Any = None
     crashed: tuple = ()
+    mode: str | None = None

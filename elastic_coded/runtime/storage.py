@@ -217,7 +217,8 @@ class Storage:
         whose ``state_key`` is ``None`` plans every step anew).  Speeds only make a plan
         faster or slower, never wrong: a plan is valid for its machines and storage."""
         present = self.members.present(sort=True)
-        key = (request.policy, S, request.n_cols, present.machines, self.family.state_key())
+        key = (request.policy, S, request.n_cols, tuple(request.modes), present.machines,
+               self.family.state_key())
         speeds = tuple(present.speeds.values())
         cached = self.plans.get(request.policy)
         if key[-1] is not None and cached is not None and cached[0] == key \

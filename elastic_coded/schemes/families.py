@@ -28,7 +28,7 @@ from ..machines import MachineSpec
 from .policies import hetero as het
 from .policies import unified as uni
 from .policies.rules import hetero_needs_replan
-from .registry import get_policy, step_code
+from .registry import get_policy, policy_of, step_code
 from .usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                      repair_placement, validate)
 
@@ -221,8 +221,12 @@ class UsctecFamily:
         ids = list(present.machines)
         sp = tuple(present.speeds[m] for m in ids)
         L_step, S_step, _ = step_code(policy, self.L, S, max(1, request.n_cols), self.F)
-        plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step)
-        validate(getattr(plan, "base", plan), self.placement)  # a pull plan: its base
+        modes = getattr(request, "modes", ())
+        kw = {"modes": tuple(modes)} if modes and policy_of(policy).modes else {}
+        plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step, **kw)
+        base = getattr(plan, "base", plan)  # a pull plan: its base (its whole plans: checked)
+        if base is not None:
+            validate(base, self.placement)
         return plan
 
     def holders(self, rows: tuple, present) -> list:

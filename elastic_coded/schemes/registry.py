@@ -58,12 +58,13 @@ def usctec_pull_plan(placement, available, speeds, L, S):
     return coded_pull_plan(placement, available, speeds, L, S)
 
 
-def usctec_auto_plan(placement, available, speeds, L, S):
-    """The default: :func:`usctec_pull_plan` with the whole ``(L, S)`` plan beside it, which
-    the driver dispatches at once when the step is too short for pulling to pay."""
+def usctec_auto_plan(placement, available, speeds, L, S, modes=None):
+    """The default: :func:`usctec_pull_plan` with the whole ``(L, S)`` and ``(1, 0)`` plans
+    beside it, which the driver dispatches at once when the step is too short for pulling to
+    pay or none straggles; ``modes`` makes only the plans of those executions."""
     from .policies.pull import coded_pull_plan
 
-    return coded_pull_plan(placement, available, speeds, L, S, eager=True)
+    return coded_pull_plan(placement, available, speeds, L, S, eager=True, modes=modes)
 
 
 def dynamic_plan(placement, available, speeds, L, S):
@@ -95,6 +96,10 @@ class Policy:
     speculation: float | None = None
     uncoded: bool = False
     speed_blind: bool = False
+    modes: tuple = ()
+    """The executions the policy chooses among each step (``usctec-auto``: pull, eager, lean);
+    its plan function then takes ``modes=`` and makes only the plans asked for
+    (:attr:`~elastic_coded.schemes.wire.StepRequest.modes`)."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -158,7 +163,7 @@ def policy_of(name) -> Policy:
 
 
 for _p in (
-    Policy("usctec-auto", "usctec", usctec_auto_plan, "pull"),
+    Policy("usctec-auto", "usctec", usctec_auto_plan, "pull", modes=("pull", "eager", "lean")),
     Policy("usctec-pull", "usctec", usctec_pull_plan, "pull"),
     Policy("usctec", "usctec", usctec_plan),
     Policy("dynamic", "usctec", dynamic_plan, "pull", uncoded=True),

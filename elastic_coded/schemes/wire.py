@@ -169,7 +169,8 @@ class StepRequest:
     """What the driver asks the controller for: the plan of ``step`` under ``policy``, with
     ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs.
     ``ahead``: asked for while the step before runs (its storage repair shrinks no machine's
-    rows then: that step may be reading them)."""
+    rows then: that step may be reading them).  ``modes``: for a policy choosing its execution
+    each step (``usctec-auto``), the executions to plan for (``()``: all of them)."""
 
     step: int
     policy: str
@@ -177,6 +178,7 @@ class StepRequest:
     n_cols: int
     known: tuple = ()
     ahead: bool = False
+    modes: tuple = ()
 
 
 @dataclass(frozen=True)

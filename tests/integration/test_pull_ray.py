@@ -101,3 +101,22 @@ def test_usctec_auto_modes(ray_session):
         lean = [r for r in c.reports[-PROBE_EVERY:] if r.extra["mode"] == "lean"]
         assert all(r.code == (1, 0) for r in lean)
         assert all(r.products == r.useful_products for r in lean if not r.backups)
+
+
+def test_usctec_auto_plans_only_the_execution_it_runs(ray_session):
+    """The driver chooses the execution before it asks for the plan, and asks ahead for the
+    one the next step is expected to run: after the first step (no speeds known: every plan),
+    the controller makes one plan a step, through stragglers, calm and the lean probes, and a
+    step whose plan asked ahead was for another execution asks again; every step exact."""
+    rng = np.random.default_rng(5)
+    A = F.random((48, 4), rng)
+    ms = [{"id": f"m{i}", "speed": 1.0 + i % 2, "storage": 1.0} for i in range(7)]
+    with ElasticCluster(A, L=2, S=2, machines=ms, field=F, time_scale=0.1) as c:
+        for step in range(24):
+            slow = {"m1": 6.0} if step % 9 < 4 else {}
+            B = F.random((4, 2), rng)
+            assert np.array_equal(c.multiply(B, events=StepEvents(slow=slow)), _mul(A, B))
+        reps = list(c.reports)
+    assert reps[0].extra["planned"] == ("pull", "eager", "lean")
+    assert all(r.extra["planned"] == (r.extra["mode"],) for r in reps[1:])
+    assert {"eager", "lean"} <= {r.extra["mode"] for r in reps}

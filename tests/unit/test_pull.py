@@ -281,3 +281,37 @@ def test_group_holders_are_the_present_machines_storing_all_the_rows(data, n_blo
                 if all(any(blk.start <= r < blk.stop and m in blk.holders for blk in blocks)
                        for r in range(a, b))}
         assert set(hs) == want and list(hs) == sorted(hs, key=str)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.booleans())
+def test_next_mode_misses_only_when_a_step_sees_other_than_its_mode_saw(straggles, pays):
+    """The execution asked for ahead (:func:`next_mode`) is the one :func:`choose_mode` then
+    picks, but after a lean step that saw a straggler or a pull step that saw none."""
+    hist = []
+    for k, slow in enumerate(straggles):
+        mode = pl.choose_mode(hist, pays)
+        ahead = pl.next_mode(hist, mode, pays)
+        observed = mode != "eager"
+        hist.append((observed, int(slow)))
+        surprise = (mode == "lean" and slow) or (mode == "pull" and not slow)
+        if not surprise:
+            assert ahead == pl.choose_mode(hist, pays), (k, mode, hist[-3:])
+
+
+def test_pull_plan_makes_only_the_modes_asked_for():
+    placement = _placement(8)
+    avail = list(placement.machines)
+    for modes in (("eager",), ("lean",), ("pull",), ("pull", "lean")):
+        plan = pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=True, modes=modes)
+        assert tuple(m for m in pl.MODES if plan.has(m)) == modes
+        assert (plan.L, plan.S, plan.num_rows) == (4, 2, placement.num_rows)
+        assert tuple(plan.available) == tuple(avail)
+    whole = pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=True, modes=("lean",))
+    validate(whole.lean, placement)
+    assert whole.lean.groups == pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2,
+                                                   eager=True).lean.groups
+    for bad, rule in ((("fast",), "subset"), ((), "subset"), (("eager",), "eager=True")):
+        with pytest.raises(ValueError, match=rule):
+            pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=bad != ("eager",),
+                               modes=bad)

@@ -31,7 +31,7 @@ from ..gather import Gather, cancel
 from .common import Outcome, encode_inputs, slowed
 from .whole import run_whole
 
-__all__ = ["run_pull", "PullGather", "FINE", "history"]
+__all__ = ["run_pull", "PullGather", "FINE", "history", "pull_pays"]
 
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
@@ -99,8 +99,11 @@ def _layout(ctx: StepContext, plan: pl.PullPlan, prep, total: int, rates: dict):
 def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
     plan: pl.PullPlan = prep.plan
-    if plan.eager is not None:
-        mode = pl.choose_mode(list(ctx.history), _pull_pays(ctx, plan, prep, B.shape[1]))
+    if plan.eager is not None or plan.lean is not None:
+        mode = ctx.mode or pl.choose_mode(list(ctx.history), _pull_pays(ctx, plan, prep, B.shape[1]))
+        if not plan.has(mode):
+            raise StepFailed(f"usctec-auto: the step runs {mode!r}, but its plan holds only "
+                             f"{[m for m in pl.MODES if plan.has(m)]}")
         if mode != "pull":
             return _run_whole(ctx, B, ev, prep, mode)
     t1 = time.perf_counter()
@@ -122,20 +125,32 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
                                                                for p in sub.pieces),
              "pieces": len(sub.pieces), "cancelled": g.cancelled, "mode": "pull",
              "slowed": slowed(g, prep.speeds, total, ctx.time_scale or 1.0),
-             "stolen": getattr(q, "stolen", 0)}
+             "stolen": getattr(q, "stolen", 0), "planned": _planned(plan)}
     g.backups = q.backups
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
                       collector=col, pull_rate=rate)
 
 
 def _pull_pays(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> bool:
-    """``usctec-auto``: whether this step pulls (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`)."""
-    opts = ctx.options or pl.PullOptions()
-    total = plan.num_rows * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
-    expected = _expected_s(plan, _rates(ctx, plan, total, prep.speeds), total)
+    """``usctec-auto``: whether this step pulls (:func:`pull_pays`), for its plan."""
+    return pull_pays(ctx.F, plan.num_rows, plan.L, plan.S, r,
+                     {m: prep.speeds.get(m, 1.0) for m in plan.available}, ctx.time_scale,
+                     ctx.pull_rate, ctx.options)
+
+
+def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale: float,
+              pull_rate, options) -> bool:
+    """``usctec-auto``: whether a step of ``r`` input columns pulls
+    (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`), its expected time the
+    ``(L, 0)`` work spread over the machines' ``speeds`` (known before any plan is made, so
+    the driver asks the controller only for the plan it will run)."""
+    opts = options or pl.PullOptions()
+    total = num_rows * (r + (-r) % (L * code_width(F, L, S)))
+    per = total / time_scale if time_scale > 0 else (pull_rate or 1e8)
+    expected = total / (per * max(sum(speeds.values()), 1e-12))
     u = opts.units if opts.units != "auto" else \
-        pl.units_for(expected, len(plan.available), opts.call_cost_s)
-    return pl.prefer_pull(expected, plan.L, plan.S, len(plan.available), u, opts.call_cost_s)
+        pl.units_for(expected, len(speeds), opts.call_cost_s)
+    return pl.prefer_pull(expected, L, S, len(speeds), u, opts.call_cost_s)
 
 
 def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
@@ -149,12 +164,21 @@ def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
 def _run_whole(ctx: StepContext, B, ev, prep, mode: str):
     """``usctec-auto`` dispatching a whole plan at once (``usctec``'s execution): the ``(L, S)``
     plan (``"eager"``) or the ``(1, 0)`` one (``"lean"``)."""
-    plan = prep.plan.eager if mode == "eager" else prep.plan.lean
+    whole = prep.plan
+    plan = whole.eager if mode == "eager" else whole.lean
     prep = replace(prep, plan=plan)
     Y, out = run_whole(replace(ctx, policy="usctec"), B, ev, prep)
     out.prep = prep
-    out.extra = dict(out.extra, mode=mode)
+    out.extra = dict(out.extra, mode=mode, planned=_planned(whole))
     return Y, out
+
+
+def _planned(plan: pl.PullPlan) -> tuple:
+    """``usctec-auto``: the executions the controller made plans for (``()``: another
+    policy)."""
+    if plan.eager is None and plan.lean is None:
+        return ()
+    return tuple(m for m in pl.MODES if plan.has(m))
 
 
 def _measured_rate(g: PullGather, speeds: dict) -> float | None:

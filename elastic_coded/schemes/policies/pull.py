@@ -30,7 +30,7 @@ from ..plan import Group, Piece, StepPlan
 
 __all__ = ["Unit", "PullPlan", "PullOptions", "subdivide", "units_for", "CodedQueue",
            "DynamicQueue", "chunk_rows", "coded_pull_plan", "dynamic_plan", "prefer_pull",
-           "choose_mode", "AUTO_UNITS", "PROBE_EVERY"]
+           "choose_mode", "next_mode", "AUTO_UNITS", "PROBE_EVERY", "MODES"]
 
 AUTO_UNITS = (2, 8)
 """The fewest and most units a machine's share is cut into when the count is chosen from the
@@ -57,7 +57,8 @@ class PullPlan:
     piece, ``S = 0``), ``S`` the coded backups each piece may get (0: uncoded copies, the
     ``dynamic`` baseline), ``holders[g]`` the present machines storing group ``g`` entirely."""
 
-    base: StepPlan
+    base: StepPlan | None
+    """``None`` when ``usctec-auto`` was asked only for its whole plans (``modes``)."""
     S: int
     holders: tuple
     copies: bool = False
@@ -70,16 +71,27 @@ class PullPlan:
     lean: StepPlan | None = None
     """``usctec-auto`` only: the plan for ``(1, 0)`` (the rows split in proportion to the
     speeds, nothing to decode), dispatched whole when no machine straggles."""
+    code: tuple = ()
+    """``(L, S)`` of the pull code, kept when ``base`` is not planned."""
 
-    L = property(lambda self: self.base.L)
-    K = property(lambda self: self.base.L + self.S)
-    num_rows = property(lambda self: self.base.num_rows)
-    available = property(lambda self: self.base.available)
-    speeds = property(lambda self: self.base.speeds)
+    L = property(lambda self: self.base.L if self.base is not None else self.code[0])
+    K = property(lambda self: self.L + self.S)
+    num_rows = property(lambda self: self.any.num_rows)
+    available = property(lambda self: self.any.available)
+    speeds = property(lambda self: self.any.speeds)
     groups = property(lambda self: self.base.groups)
     pieces = property(lambda self: self.base.pieces)
     c = property(lambda self: self.base.c)
     c_int = property(lambda self: self.base.c_int)
+
+    @property
+    def any(self) -> StepPlan:
+        """A plan this value holds (they share the rows, machines and speeds)."""
+        return next(p for p in (self.base, self.eager, self.lean) if p is not None)
+
+    def has(self, mode: str) -> bool:
+        """Whether the plan for ``mode`` (``"pull"``, ``"eager"``, ``"lean"``) was made."""
+        return {"pull": self.base, "eager": self.eager, "lean": self.lean}[mode] is not None
 
     def iter_pieces(self):
         return self.base.iter_pieces()
@@ -504,23 +516,34 @@ def _group_holders(placement, groups, present) -> tuple:
     return tuple(out)
 
 
-def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = False
-                    ) -> PullPlan:
+MODES = ("pull", "eager", "lean")
+"""``usctec-auto``'s executions of a step (:func:`choose_mode`)."""
+
+
+def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = False,
+                    modes: tuple | None = None) -> PullPlan:
     """``usctec-pull``: the USCTEC plan for ``(L, 0)`` (each group's ``L`` positions on machines
     storing it, loads in proportion to ``speeds``), with ``S`` coded backups per piece.
-    ``eager``: also the plan for ``(L, S)`` (``usctec-auto``), checked against its
-    constraints."""
+    ``eager``: also the plan for ``(L, S)`` and the ``(1, 0)`` one (``usctec-auto``), checked
+    against their constraints; ``modes`` (a subset of :data:`MODES`) makes only the plans of
+    those executions (the driver asks for the one it will run)."""
     from ..usctec import plan_step, validate
 
-    base = plan_step(placement, available, speeds, L, 0)
-    full = lean = None
-    if eager:
-        full = plan_step(placement, available, speeds, L, S)
-        lean = plan_step(placement, available, speeds, 1, 0)
-        validate(full, placement)
-        validate(lean, placement)
-    return PullPlan(base, S, _group_holders(placement, base.groups, tuple(available)),
-                    eager=full, lean=lean)
+    if modes is None:
+        modes = MODES if eager else ("pull",)
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"modes: a non-empty subset of {MODES}, got {tuple(modes)!r}")
+    if not eager and tuple(modes) != ("pull",):
+        raise ValueError(f"modes: {tuple(modes)!r} needs eager=True (usctec-auto)")
+    base = plan_step(placement, available, speeds, L, 0) if "pull" in modes else None
+    full = plan_step(placement, available, speeds, L, S) if "eager" in modes else None
+    lean = plan_step(placement, available, speeds, 1, 0) if "lean" in modes else None
+    for p in (full, lean):
+        if p is not None:
+            validate(p, placement)
+    holders = _group_holders(placement, base.groups, tuple(available)) if base else ()
+    return PullPlan(base, S, holders, eager=full, lean=lean, code=(L, S))
 
 
 PROBE_EVERY = 16
@@ -547,6 +570,15 @@ def choose_mode(history, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str
     if pull_pays:
         return "pull"
     return "eager" if recent else "lean"
+
+
+def next_mode(history, mode: str, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str:
+    """The execution :func:`choose_mode` is expected to pick for the step after one run in
+    ``mode`` on ``history`` (its plan is asked for while that step runs): as if the step saw
+    what its mode saw before (none slowed after a lean step, some after a pull step; an eager
+    step sees nothing).  Wrong only when a lean step sees a straggler or a pull step none."""
+    guess = (mode != "eager", 0 if mode == "lean" else 1)
+    return choose_mode(list(history) + [guess], pull_pays, probe_every)
 
 
 def prefer_pull(expected_s: float, L: int, S: int, machines: int, units: int,
