@@ -84,23 +84,7 @@ class _RowFlow:
         res = maximum_flow(g, 0, self.sink, method="dinic")
         if res.flow_value == 0:
             return flow
-        return flow + self._forward(res.flow)
-
-    def _forward(self, f) -> np.ndarray:
-        """The flow matrix ``f``'s values on the forward edges, looked up by sorted keys
-        ``row * n + column`` (sparse fancy indexing costs more than the max-flow here)."""
-        n = self.n_nodes
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(f.indptr))
-        keys = rows * n + f.indices
-        if keys.size > 1 and np.any(keys[1:] < keys[:-1]):
-            order = np.argsort(keys, kind="stable")
-            keys, vals = keys[order], f.data[order]
-        else:
-            vals = f.data
-        want = self.fu * n + self.fv
-        pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-        hit = keys[pos] == want if keys.size else np.zeros(want.size, bool)
-        return np.where(hit, vals[pos] if keys.size else 0, 0).astype(np.int64)
+        return flow + np.asarray(res.flow[self.fu, self.fv]).ravel().astype(np.int64)
 
     def carries_all(self, flow: np.ndarray) -> bool:
         return int(flow[self.tail].sum()) == self.need
