@@ -30,7 +30,7 @@ from ..churn import ChurnScript, load_churn, parse_churn
 from ..machines import MachineSpec, machine_specs
 from ..options import split_flat
 from ..errors import ShortOfMachines, StepFailed
-from ..schemes.policies.pull import choose_mode, next_mode
+from ..schemes.policies.modes import choose_mode, next_mode
 from ..schemes.registry import added_policies, policy_of, step_code
 from ..schemes.policies import family_of, parse_options
 from . import events as churn_events, inputs, membership as mem
@@ -362,7 +362,7 @@ class ElasticCluster:
         """The execution a policy that chooses one each step (``usctec-auto``) will run, so the
         controller makes only its plan (``()``: every plan, before any speed is known).
         ``ahead``: the one expected of the next step
-        (:func:`~elastic_coded.schemes.policies.pull.next_mode`)."""
+        (:func:`~elastic_coded.schemes.policies.modes.next_mode`)."""
         if not policy_of(policy).modes or not self._speeds or not self._fam.takes_LS:
             return ()
         S = self.S if S is None else S

@@ -100,7 +100,8 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
     plan: pl.PullPlan = prep.plan
     if plan.eager is not None or plan.lean is not None:
-        mode = ctx.mode or pl.choose_mode(list(ctx.history), _pull_pays(ctx, plan, prep, B.shape[1]))
+        mode = ctx.mode or pl.choose_mode(list(ctx.history),
+                                          _pull_pays(ctx, plan, prep, B.shape[1]))
         if not plan.has(mode):
             raise StepFailed(f"usctec-auto: the step runs {mode!r}, but its plan holds only "
                              f"{[m for m in pl.MODES if plan.has(m)]}")
@@ -155,7 +156,7 @@ def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale
 
 def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
     """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
-    :func:`~elastic_coded.schemes.policies.pull.choose_mode`), for the step's context."""
+    :func:`~elastic_coded.schemes.policies.modes.choose_mode`), for the step's context."""
     mine = [r for r in reports[-16 * window:] if r.policy == policy and r.extra]
     return tuple([(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine
                   ][-window:])
