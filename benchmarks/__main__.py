@@ -2,6 +2,7 @@
 
     python -m benchmarks run [--quick] [--out DIR] [--only planner,runtime,...]
     python -m benchmarks plot [--quick] [--out DIR]    # redraw the PNGs from the JSON results
+    python -m benchmarks calibrate [--quick] [--out DIR]   # the simulator's runtime cost
 
 Runs the benchmarks (each also runnable alone as ``python benchmarks/bench_<name>.py``), writes
 their ``*.json`` and ``*.md`` results, PNG plots (when matplotlib is installed), and
@@ -27,7 +28,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory", "scale")
+         "verify", "memory", "scale", "sim_fidelity")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -67,6 +68,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "sim":
         import bench_sim
         bench_sim.run(quick, out)
+    elif name == "sim_fidelity":
+        import bench_sim_fidelity
+        bench_sim_fidelity.run(quick, out)  # draws its plot when matplotlib is installed
     elif name == "sweeps":
         import bench_sweeps
         res = bench_sweeps.run(quick, out)
@@ -89,7 +93,7 @@ def _plot(fn, res, out) -> None:
         print(f"  plot {os.path.relpath(path, ROOT)}")
 
 
-PLOTTED = ("sweeps", "unified", "schedulers")
+PLOTTED = ("sweeps", "unified", "schedulers", "sim_fidelity")
 """Benchmarks that draw PNGs, each from its ``NAME.json`` alone."""
 
 
@@ -242,6 +246,14 @@ def summary(out: str) -> str:
                 if v is not None:
                     add(f"simulator N={sc['N']}, {label}", f"{v:.3f}x", f"<= {bound}x",
                         v <= bound + 1e-9, "sim.json")
+    fi = _load(out, "sim_fidelity.json")
+    if fi:
+        rows_ = [r for c in fi["cases"] for r in c["policies"].values()]
+        ok_r, ok_a = sum(r["ratio_met"] for r in rows_), sum(r["abs_met"] for r in rows_)
+        add("simulator vs runtime, same traces: policy / dynamic within 15% (cases x policies)",
+            f"{ok_r}/{len(rows_)}", "all", ok_r == len(rows_), "sim_fidelity.json")
+        add("simulator vs runtime, same traces: median within 20% with the calibrated cost",
+            f"{ok_a}/{len(rows_)}", "all", ok_a == len(rows_), "sim_fidelity.json")
     sw = _load(out, "sweeps.json")
     if sw:
         last = sw["slowdown"][-1]
@@ -267,7 +279,7 @@ def summary(out: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["run", "summary", "plot"])
+    ap.add_argument("command", choices=["run", "summary", "plot", "calibrate"])
     ap.add_argument("--quick", action="store_true", help="small sizes (under 3 minutes in all)")
     ap.add_argument("--out", default=None, help="results folder")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(NAMES)}")
@@ -282,6 +294,10 @@ def main(argv=None) -> int:
         return 2
     if a.command == "plot":
         return plot_all(out, names)
+    if a.command == "calibrate":  # the simulator's RuntimeCost (benchmarks/calibrate.py)
+        import calibrate
+        calibrate.run(a.quick, a.out or os.path.join(HERE, "results"))
+        return 0
     timings = {}
     if a.command == "run":
         for n in names:

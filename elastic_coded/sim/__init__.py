@@ -4,9 +4,12 @@ and scipy, no Ray.
 The simulator runs the same plans and the same rules the runtime runs, against delay and speed
 models and the same churn scripts (:mod:`elastic_coded.churn`), in simulated time:
 
-* the USCTEC family (``schemes.registry`` policies on placements kept by
-  ``repair_placement``/``extend_placement``; recovery and backups by
-  :mod:`elastic_coded.schemes.policies.rules`);
+* the USCTEC family: every ``schemes.registry`` policy, on placements kept by
+  ``repair_placement``/``extend_placement``; whole plans with recovery and backups by
+  :mod:`elastic_coded.schemes.policies.rules`, the pull policies (``usctec-auto``,
+  ``usctec-pull``, ``dynamic``) as event-driven schedules driven by the runtime's queues
+  (:mod:`~elastic_coded.sim.pull`), ``usctec-auto``'s execution chosen by the runtime's rule
+  (:mod:`elastic_coded.schemes.policies.pull_step`);
 * the unified coding framework (storage kept by ``policies.unified.plan_storage``, the Map's
   latencies by ``map_latencies``);
 * heterogeneous masters (storage kept by ``policies.hetero.plan_storage``, steps by
@@ -22,9 +25,15 @@ models and the same churn scripts (:mod:`elastic_coded.churn`), in simulated tim
                    unified_options=UnifiedOptions(mu="1/2", q=4), masters=(40, 60))
     res.redesigns["unified"], res.details["hetero"]["lower_bound"]
 
+With ``cost=RuntimeCost(...)`` (:mod:`~elastic_coded.sim.cost`; ``RuntimeCost.load`` reads the
+file ``python -m benchmarks calibrate`` writes) every USCTEC-family step also pays the runtime's
+own cost; ``cost=None`` is the pure compute model.
+
 Modules: :mod:`~elastic_coded.sim.models` (delays, speeds), :mod:`~elastic_coded.sim.trace` (the
 seeded trace every policy shares), :mod:`~elastic_coded.sim.executor` (one USCTEC step in
-simulated time, the plan cache), :mod:`~elastic_coded.sim.unified` and
+simulated time, the plan cache), :mod:`~elastic_coded.sim.pull` (one pull step),
+:mod:`~elastic_coded.sim.pulled` (the USCTEC family's steps, whole and pulled),
+:mod:`~elastic_coded.sim.cost` (the runtime's cost), :mod:`~elastic_coded.sim.unified` and
 :mod:`~elastic_coded.sim.hetero` (the other two schemes), :mod:`~elastic_coded.sim.variants`
 (the policies as values), :mod:`~elastic_coded.sim.results`, :mod:`~elastic_coded.sim.runner`
 (``simulate``).
@@ -32,12 +41,14 @@ simulated time, the plan cache), :mod:`~elastic_coded.sim.unified` and
 
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
+from .cost import RuntimeCost
 from .executor import (PlanCache, Speculation, StepOutcome, step_time, step_time_reference,
                        time_unit)
 from .hetero import HeteroVariant, hetero_lower_bound, hetero_step
 from .models import (Compose, EqualSpeeds, FixedSpeeds, IIDStragglers, LinearSpeeds,
                      MarkovStragglers, NoDelays, ShiftedExponential, SlowSpells, TraceDelays,
                      UniformSpeeds)
+from .pull import PullOutcome, pull_step
 from .results import SimResult, summarize_times
 from .runner import simulate
 from .trace import Trace, make_trace
@@ -45,7 +56,7 @@ from .unified import UnifiedVariant, map_time
 from .variants import BOUNDS, SCHEMES, VARIANTS, Variant
 
 __all__ = [
-    "simulate", "SimResult", "Variant", "VARIANTS", "BOUNDS", "SCHEMES", "summarize_times",
+    "simulate", "SimResult", "RuntimeCost", "pull_step", "PullOutcome", "Variant", "VARIANTS", "BOUNDS", "SCHEMES", "summarize_times",
     "UnifiedVariant", "UnifiedOptions", "map_time",
     "HeteroVariant", "HeteroOptions", "hetero_step", "hetero_lower_bound",
     "Trace", "make_trace",

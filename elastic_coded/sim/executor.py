@@ -224,11 +224,15 @@ class _Compiled:
 
 def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndarray,
              crashed: np.ndarray | None, est: np.ndarray, ts: float, crash_at: float,
-             spec: Speculation | None) -> StepOutcome:
+             spec: Speculation | None, offset: np.ndarray | None = None) -> StepOutcome:
     """One step of ``comp`` with effective speeds ``eff`` (speed / slowdown, aligned with the
-    plan's machines).  ``index()`` gives the placement index (built only when needed)."""
+    plan's machines).  ``index()`` gives the placement index (built only when needed).
+    ``offset``: seconds added to each machine's own call (the runtime cost's dispatch and
+    worker time, :func:`~elastic_coded.sim.cost.dispatch_offsets`)."""
     L = comp.L
     f = comp.work / eff * ts
+    if offset is not None:
+        f = f + offset
     f_live = f if crashed is None else np.where(crashed, np.inf, f)
     T = np.append(f_live, np.inf)[comp.piece_idx]
     if T.shape[1] == 1:
@@ -534,8 +538,10 @@ class PlanCache:
         self.misses = 0
         self.seconds = 0.0
 
-    def get(self, key, estimates: np.ndarray | None, build: Callable[[], StepPlan]):
-        """``(compiled plan, hit, planning seconds)``."""
+    def get(self, key, estimates: np.ndarray | None, build: Callable[[], StepPlan],
+            compile_fn: Callable | None = None):
+        """``(compiled plan, hit, planning seconds)``; ``compile_fn`` compiles a new plan
+        (default :class:`_Compiled`; a pull plan has its own)."""
         for k, (e, comp) in self._store.items():
             if k[0] != key:
                 continue
@@ -548,7 +554,7 @@ class PlanCache:
         t0 = time.perf_counter()
         plan = build()
         secs = time.perf_counter() - t0
-        comp = _Compiled(plan)
+        comp = (compile_fn or _Compiled)(plan)
         self._serial += 1
         self._store[(key, self._serial)] = (None if estimates is None else estimates.copy(), comp)
         while len(self._store) > self.max_entries:

@@ -4,12 +4,16 @@ Every policy sees the same trace (:mod:`elastic_coded.sim.trace`: the machines p
 step, their speeds and slowdowns, crashes and joins) and keeps its storage the way the runtime's
 controller keeps it for that storage family.
 
-**USCTEC family** (``usctec``, ``cyclic``, ``uncoded``, ``speculative``, or any
+**USCTEC family** (every registry policy: ``usctec-auto``, ``usctec-pull``, ``usctec``,
+``dynamic``, ``proportional``, ``cyclic``, ``uncoded``, ``speculative``, or any
 :class:`~elastic_coded.sim.variants.Variant`).  Each step: the storage placement kept the
 runtime's way (``extend_placement`` for joiners, then ``repair_placement`` with the machines'
 storage budgets, whenever membership changes), the plan from the same policy function the runtime
 calls (``schemes.registry``) fetched through a :class:`~elastic_coded.sim.executor.PlanCache`, and
-the step executed in simulated time (:mod:`elastic_coded.sim.executor`).  Speed estimates start at
+the step executed in simulated time: a whole plan by :mod:`elastic_coded.sim.executor`, a pulled
+one by :mod:`elastic_coded.sim.pull`, ``usctec-auto`` by the execution it chooses
+(:mod:`elastic_coded.sim.pulled`); with ``cost``, the runtime's own cost on top
+(:mod:`elastic_coded.sim.cost`).  Speed estimates start at
 each machine's configured speed; with learning on they follow the controller's rule
 (:mod:`elastic_coded.schemes.speeds`: the upper median of a window of the measured ``work /
 elapsed`` of machines that returned and the upper bounds ``work / step time`` of those
@@ -54,13 +58,16 @@ from typing import Sequence
 import numpy as np
 
 from ..schemes.policies.hetero import HeteroOptions
+from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
-from ..schemes.speeds import new_estimate, observe
 from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
-                              repair_placement, validate)
-from .executor import PlanCache, _Compiled, _execute, _PlacementIndex
+                              repair_placement)
+from .cost import RuntimeCost
+from .executor import PlanCache, _PlacementIndex
+from .learn import _Learner
 from .hetero import HeteroRun, HeteroVariant
+from .pulled import PulledRun, WholeRun
 from .results import Record, SimResult, summarize_times
 from .trace import Trace, make_trace
 from .unified import UnifiedRun, UnifiedVariant
@@ -152,48 +159,6 @@ class _Ctx:
         return self.lying if self.crashed is None else self.crashed | self.lying
 
 
-class _Usctec:
-    """A USCTEC-family variant: plans through the cache, steps in the executor."""
-
-    def __init__(self, v: Variant, store: _Storage, cache: PlanCache, est, configured, env):
-        self.v, self.store, self.cache, self.est, self.configured = v, store, cache, est, configured
-        self.env = env
-
-    def step(self, ctx: _Ctx, rec: Record) -> None:
-        v, st, env, name, t = self.v, self.store, self.env, self.v.name, ctx.t
-        cur = (self.est.speed if self.est is not None else self.configured)[ctx.slots]
-
-        def build():
-            plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S)
-            if env.check_plans:
-                validate(plan, st.placement)
-            return plan
-
-        comp, hit, secs = self.cache.get((v.plan_key, st.version, ctx.m_idx),
-                                         None if v.speed_blind else cur, build)
-        rec.plan_s[name][t] = secs
-        rec.replans[name] += 0 if hit else 1
-        take = comp.take.get(ctx.m_idx)
-        if take is None:
-            avail = comp.plan.available
-            take = (None if avail == ctx.present
-                    else np.array([ctx.present.index(m) for m in avail], dtype=np.int64))
-            comp.take[ctx.m_idx] = take
-        e = ctx.eff if take is None else ctx.eff[take]
-        lost = ctx.lost
-        c = lost if (take is None or lost is None) else lost[take]
-        out = _execute(comp, st.index, e, c, cur if take is None else cur[take], env.ts,
-                       env.crash_at, v.speculation)
-        rec.times[name][t] = out.time
-        rec.recovered[name][t] = len(out.recovered)
-        rec.copies[name][t] = out.copies
-        rec.redispatched[name][t] = out.redispatched
-        rec.rows_moved[name][t] = ctx.moved.get(v.placement, 0)
-        if self.est is not None and math.isfinite(out.time) and out.time > 0:
-            _learn(self.est, ctx.slots if take is None else ctx.slots[take], comp, out, e, c,
-                   env.ts)
-
-
 class _Bound:
     def __init__(self, name: str, env):
         self.name, self.env = name, env
@@ -255,6 +220,9 @@ class _Env:
     crash_at: float
     seed: int
     check_plans: bool
+    cost: RuntimeCost | None = None
+    deadline: float | None = None
+    pull_options: PullOptions | None = None
 
 
 def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
@@ -264,7 +232,9 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
              learn_speeds: bool = False, plan_tol: float = 0.05, baseline: str | None = "uncoded",
              design_samples: int = 8, crash_at: float = 0.5, check_plans: bool = False,
              trace: Trace | None = None, unified_options: UnifiedOptions | None = None,
-             hetero_options: HeteroOptions | None = None, masters=None) -> SimResult:
+             hetero_options: HeteroOptions | None = None, masters=None,
+             cost: RuntimeCost | None = None, deadline: float | None = None,
+             pull_options: PullOptions | None = None) -> SimResult:
     """Run ``policies`` side by side on one trace of ``steps`` steps on ``N`` machines.
 
     ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
@@ -291,6 +261,17 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     ``design_placement`` scores candidates on (the runtime uses 16; each costs an LP per
     candidate).  ``crash_at``: when a crash is noticed, as a fraction of the crashed call's
     time.  ``check_plans``: validate every new plan against its placement.
+
+    ``cost``: the runtime's own cost (:class:`~elastic_coded.sim.cost.RuntimeCost`, e.g.
+    ``RuntimeCost.load("benchmarks/results/runtime_cost.json")``) charged to every USCTEC-family
+    step; ``None``: the pure compute model.  ``deadline``: the runtime's step deadline (its
+    ``run.deadline``, 3.0 by default there): a call of the uncoded split (``proportional``,
+    ``uncoded``, ``usctec-auto``'s lean steps) still running that many times the median
+    completed call's time gets a backup copy; ``None``: none (today's model; the deadline's
+    coded backups on coded whole plans are not modelled).  ``pull_options``: the
+    :class:`~elastic_coded.schemes.policies.pull.PullOptions` of the pull policies (default
+    ones).  The pull policies' rules compare times with seconds (a call's cost, a 5 ms
+    wake-up): give ``time_scale`` in seconds when they run.
     """
     t_start = time.perf_counter()
     trace = _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage)
@@ -306,7 +287,17 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     names = tuple(v if isinstance(v, str) else v.name for v in variants)
     if baseline is not None and baseline not in names:
         raise ValueError(f"baseline: {baseline!r} is not among the policies {list(names)}")
-    env = _Env(L, S, float(time_scale), float(crash_at), int(seed), check_plans)
+    if cost is not None and not isinstance(cost, RuntimeCost):
+        raise TypeError(f"cost: a RuntimeCost or None, got {type(cost).__name__}")
+    if deadline is not None and not (isinstance(deadline, (int, float)) and deadline >= 1
+                                     and math.isfinite(deadline)):
+        raise ValueError(f"deadline: a number >= 1 (a multiple of the median completed call's "
+                         f"time) or None, got {deadline!r}")
+    if pull_options is not None and not isinstance(pull_options, PullOptions):
+        raise TypeError(f"pull_options: a PullOptions or None, got "
+                        f"{type(pull_options).__name__}")
+    env = _Env(L, S, float(time_scale), float(crash_at), int(seed), check_plans, cost,
+               None if deadline is None else float(deadline), pull_options)
     configured = _estimates(trace, estimates)
 
     t0 = time.perf_counter()
@@ -344,8 +335,9 @@ def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured:
             out.append(_Bound(v, env))
         elif isinstance(v, Variant):
             learns = not v.speed_blind and (v.learn if v.learn is not None else learn_speeds)
-            out.append(_Usctec(v, stores[v.placement], cache,
-                               _Learner(configured) if learns else None, configured, env))
+            run = PulledRun if v.pulls else WholeRun
+            out.append(run(v, stores[v.placement], cache,
+                           _Learner(configured) if learns else None, configured, env))
         elif isinstance(v, UnifiedVariant):
             out.append(_Unified(v, trace, env))
         else:
@@ -401,32 +393,3 @@ def _placements(variants, trace: Trace, q: int, configured: np.ndarray, env: _En
         stores["design"] = _Storage(design_placement(q, ids0, budgets0, model, L, S,
                                                      samples=design_samples, seed=env.seed))
     return stores
-
-
-class _Learner:
-    """The controller's speed estimates, by slot (:mod:`elastic_coded.schemes.speeds`: each
-    machine's window of observations, planned with at its upper median)."""
-
-    def __init__(self, configured: np.ndarray):
-        self.est = [new_estimate(float(v)) for v in configured]
-        self.speed = np.array([e.speed for e in self.est])
-
-    def observe(self, slot: int, value: float, kind: str) -> None:
-        self.est[slot] = observe(self.est[slot], value, kind)
-        self.speed[slot] = self.est[slot].speed
-
-
-def _learn(learner: _Learner, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,
-           crashed: np.ndarray | None, ts: float) -> None:
-    """What the controller learns from a step (``Controller.report``): the measured speed of
-    machines that returned (``"value"``) and the bound ``work / step time`` of those cancelled
-    (``"upper"``); crashed machines tell nothing."""
-    work, f, T = comp.work, out.finish, out.time
-    has = work > 0
-    if crashed is not None:
-        has &= ~crashed
-    for i in np.flatnonzero(has):
-        if f[i] <= T:
-            learner.observe(int(slots[i]), float(eff[i]), "value")
-        else:
-            learner.observe(int(slots[i]), float(work[i] * ts / T), "upper")

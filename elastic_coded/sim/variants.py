@@ -42,11 +42,6 @@ class Variant:
             raise ValueError(f"name: a non-empty string, got {self.name!r}")
         if isinstance(self.plan, str):
             get_policy(self.plan)
-            if policy_of(self.plan).pulls:
-                raise ValueError(f"plan: {self.plan!r} pulls units as machines free up, which "
-                                 f"the runtime runs (benchmarks/bench_schedulers.py); the "
-                                 f"simulator models plans dispatched whole: "
-                                 f"{sorted(n for n, p in REGISTRY.items() if p.plan and not p.pulls)}")
         elif not callable(self.plan):
             raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
         if self.placement not in ("cyclic", "design"):
@@ -59,6 +54,13 @@ class Variant:
             raise ValueError(f"speculation: runs on the uncoded split (a policy with "
                              f"uncoded=True, such as 'uncoded' or 'speculative'), not "
                              f"{self.plan!r}")
+
+    @property
+    def pulls(self) -> bool:
+        """Executed by pulling (``Policy.execution == "pull"``: ``usctec-auto``,
+        ``usctec-pull``, ``dynamic``), as an event-driven schedule
+        (:mod:`elastic_coded.sim.pull`)."""
+        return isinstance(self.plan, str) and policy_of(self.plan).pulls
 
     @property
     def speed_blind(self) -> bool:

@@ -23,7 +23,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
-                 "verify_quick", "schedulers_quick", "scale_quick"):
+                 "verify_quick", "schedulers_quick", "scale_quick", "sim_fidelity_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -46,6 +46,11 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
             assert r["policies"][p]["median_s"] > 0, (r["M"], p)
             assert r["policies"][p]["driver_cpu_ms_per_machine"] > 0, (r["M"], p)
     assert [p["M"] for p in sk["planner"]] == [96] and sk["planner"][0]["plan_ms_median"] > 0
+    fi = json.loads((out / "sim_fidelity_quick.json").read_text())
+    for case in fi["cases"]:  # every policy ran on the runtime and in the simulator
+        for p in ("usctec-auto", "usctec-pull", "usctec", "dynamic", "proportional"):
+            r = case["policies"][p]
+            assert r["runtime_median_s"] > 0 and r["sim_cost_median_s"] > 0, p
     sw = json.loads((out / "sweeps.json").read_text())
     for key in ("slowdown", "heterogeneity", "churn", "scale"):
         for pt in sw[key]:

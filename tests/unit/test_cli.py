@@ -90,13 +90,13 @@ def test_benchmarks_plot_redraws_every_png_from_the_json(tmp_path, request):
     import subprocess
 
     root = request.config.rootpath
-    for name in ("sweeps.json", "unified.json", "schedulers.json"):
+    for name in ("sweeps.json", "unified.json", "schedulers.json", "sim_fidelity.json"):
         shutil.copy(root / "benchmarks" / "results" / name, tmp_path / name)
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "plot", "--out", str(tmp_path)],
                           cwd=root, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for png in ("sweep_slowdown", "sweep_heterogeneity", "sweep_churn", "sweep_scale",
-                "unified_tradeoff", "schedulers"):
+                "unified_tradeoff", "schedulers", "sim_fidelity"):
         assert (tmp_path / f"{png}.png").read_bytes()[:4] == b"\x89PNG", png
     (tmp_path / "unified.json").unlink()
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "plot", "--out", str(tmp_path)],

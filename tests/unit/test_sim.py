@@ -27,7 +27,7 @@ from elastic_coded.sim import (BOUNDS, Compose, EqualSpeeds, FixedSpeeds, IIDStr
                                UniformSpeeds, VARIANTS, Variant, make_trace, simulate, step_time,
                                step_time_reference, time_unit)
 from elastic_coded.sim.executor import _Compiled, _PlacementIndex
-from elastic_coded.sim.runner import _Learner, _learn
+from elastic_coded.sim.learn import _Learner, _learn
 
 ALL = ("uncoded", "speculative", "cyclic", "cec", "usctec-cyclic", "usctec", "ideal", "lower_bound")
 
@@ -340,12 +340,12 @@ def test_vectorised_matches_reference_for_every_registry_policy(policy):
 
 
 @pytest.mark.parametrize("policy", PULLED)
-def test_simulate_refuses_the_pull_policies_clearly(policy):
-    with pytest.raises(ValueError, match="pulls units"):
-        Variant(policy, policy, "design")
+def test_the_pull_policies_are_simulated_by_pulling(policy):
+    assert Variant(policy, policy, "design").pulls
+    assert not Variant("u", "usctec", "design").pulls
 
 
-@pytest.mark.parametrize("policy", WHOLE)
+@pytest.mark.parametrize("policy", WHOLE + PULLED)
 def test_simulate_accepts_every_registry_policy(policy):
     vs = [Variant(f"{policy}/{kind}", policy, kind) for kind in ("cyclic", "design")]
     res = simulate(10, 6, L=2, S=1, policies=vs, baseline=None, delays=IIDStragglers(k=1),

@@ -9,6 +9,7 @@ import numpy as np
 import ray
 
 from ...algebra.lagrange import lagrange_code
+from ...schemes.policies.pull_step import seen_slowed
 from ..gather import Gather
 
 __all__ = ["Outcome", "encode_inputs", "crash_at", "slowed"]
@@ -54,17 +55,9 @@ def encode_inputs(F, B: np.ndarray, L: int, S: int):
 
 def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,
            late: float = 0.8) -> tuple:
-    """The step's stragglers as observed, each machine's speed measured in the step over its
-    estimate set against the step's median of that ratio over the calls that came back (the
-    median takes out what every call pays alike, such as the runtime's own time on very short
-    calls): below ``factor`` of it for a call that came back, or below ``late`` of it for the
-    upper bound of a call given up after it started (cancelled once others covered it: a
-    machine on time is cancelled before its call is due, so its bound is above its speed).
+    """The step's stragglers as observed
+    (:func:`~elastic_coded.schemes.policies.pull_step.seen_slowed` on the gather's measured
+    speeds: each machine's speed in the step over its estimate, against the step's median).
     A whole ``(L, S)`` plan cancels its slowest calls about when the others finish, so it sees
     no one: :func:`~.pull.history` marks its steps blind."""
-    meas = {m: (v / float(speeds[m]), kind) for m, (v, kind) in
-            g.measured_speeds(total, scale).items() if m in speeds and float(speeds[m]) > 0}
-    vals = [x for x, kind in meas.values() if kind == "value"]
-    med = float(np.median(vals)) if vals else 1.0
-    return tuple(sorted((m for m, (x, kind) in meas.items()
-                         if x < (factor if kind == "value" else late) * med), key=str))
+    return seen_slowed(g.measured_speeds(total, scale), speeds, factor, late)

@@ -22,6 +22,7 @@ import ray
 from ...algebra.lagrange import code_width
 from ...errors import StepFailed
 from ...schemes.policies import pull as pl
+from ...schemes.policies import pull_step as ps
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
 from ...schemes.wire import Call, TaskSpec
@@ -33,9 +34,8 @@ from .whole import run_whole
 
 __all__ = ["run_pull", "PullGather", "FINE", "history", "pull_pays"]
 
-FINE = 3
-"""Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
-each, so a machine that runs out of work can take over a third of a call."""
+FINE = ps.FINE
+"""Units per call of planned work (:data:`~elastic_coded.schemes.policies.pull_step.FINE`)."""
 
 
 @dataclass
@@ -50,58 +50,25 @@ class PullGather(Gather):
         return tuple(sorted(self.outrun | {m for m, _, _ in self.pending.values()}, key=str))
 
 
-def _rates(ctx: StepContext, plan, total: int, speeds: dict) -> dict:
-    """Products per second expected of each machine before it returns a unit: its speed
-    estimate times the products per second per unit of speed (emulation: ``total /
-    time_scale``; otherwise the last pull step's measured figure, or a first guess)."""
+def _per(ctx: StepContext, total: int) -> float:
+    """Products per second per unit of speed (emulation: ``total / time_scale``; otherwise the
+    last pull step's measured figure, or a first guess)."""
     if ctx.time_scale > 0:
-        per = total / ctx.time_scale
-    else:
-        per = ctx.pull_rate or 1e8
-    return {m: float(speeds.get(m, 1.0)) * per for m in plan.available}
+        return total / ctx.time_scale
+    return ctx.pull_rate or 1e8
 
 
-def _expected_s(plan, rates: dict, total: int) -> float:
-    work = {m: 0 for m in plan.available}
-    cols = max(1, total // max(1, plan.num_rows))
-    for m, ts in plan.tasks().items():
-        work[m] = sum(t.rows[1] - t.rows[0] for t in ts) * cols / plan.L
-    return max((w / rates[m] for m, w in work.items() if w), default=0.0)
-
-
-def _layout(ctx: StepContext, plan: pl.PullPlan, prep, total: int, rates: dict):
-    """The step's sub-divided plan and its queue."""
-    opts = ctx.options or pl.PullOptions()
-    if plan.copies:
-        n = opts.chunks * len(plan.available)
-        if n != plan.chunks:
-            plan = pl.dynamic_plan(prep.storage, plan.available, plan.speeds, 1, 0, chunks=n)
-        units = [pl.Unit(pi, 0, plan.groups[p.group].rows, p.cols)
-                 for pi, p in enumerate(plan.pieces)]
-        prod = {u: u.num_rows * total // plan.num_rows for u in units}
-        return plan, pl.DynamicQueue(units, plan.holders, prod)
-    u = opts.units
-    expected = _expected_s(plan, rates, total)
-    if u == "auto":
-        u = pl.units_for(expected, len(plan.available), opts.call_cost_s)
-    sub, queues = pl.subdivide(plan, FINE * u)
-    cols = total // plan.num_rows / plan.L
-    prod = {}
-    for piece in range(len(sub.pieces)):  # every position: backups use the unplanned ones
-        rows = sub.groups[sub.pieces[piece].group].rows
-        for pos in range(sub.K):
-            prod[pl.Unit(piece, pos, rows, sub.pieces[piece].cols)] = \
-                int((rows[1] - rows[0]) * cols)
-    return sub, pl.CodedQueue(queues, sub.L, sub.K, sub.holders, prod, rates,
-                              batch_s=expected / u)
+def _rates(ctx: StepContext, plan, total: int, speeds: dict) -> dict:
+    """Products per second expected of each machine before it returns a unit
+    (:func:`~elastic_coded.schemes.policies.pull_step.unit_rates`)."""
+    return ps.unit_rates(plan.available, speeds, _per(ctx, total))
 
 
 def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     """A pull step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
     plan: pl.PullPlan = prep.plan
     if plan.eager is not None or plan.lean is not None:
-        mode = ctx.mode or pl.choose_mode(list(ctx.history),
-                                          _pull_pays(ctx, plan, prep, B.shape[1]))
+        mode = ctx.mode or _mode(ctx, plan, prep, B.shape[1])
         if not plan.has(mode):
             raise StepFailed(f"usctec-auto: the step runs {mode!r}, but its plan holds only "
                              f"{[m for m in pl.MODES if plan.has(m)]}")
@@ -114,7 +81,7 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     total = plan.num_rows * r
     padded = plan.num_rows * coded.shape[2] * plan.L   # products with the zero columns
     rates = _rates(ctx, plan, padded, prep.speeds)
-    sub, q = _layout(ctx, plan, prep, padded, rates)
+    sub, q = ps.layout(plan, prep.storage, padded, rates, ctx.options)
     col = LagrangeCollector(sub, code, ctx.patience)
     g = PullGather(refs, ctx.handles, col, lambda m, c: [])
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
@@ -132,33 +99,28 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
                       collector=col, pull_rate=rate)
 
 
-def _pull_pays(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> bool:
-    """``usctec-auto``: whether this step pulls (:func:`pull_pays`), for its plan."""
-    return pull_pays(ctx.F, plan.num_rows, plan.L, plan.S, r,
-                     {m: prep.speeds.get(m, 1.0) for m in plan.available}, ctx.time_scale,
-                     ctx.pull_rate, ctx.options)
+def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:
+    """``usctec-auto``: this step's execution when the driver did not choose it
+    (:func:`~elastic_coded.schemes.policies.pull_step.auto_mode`)."""
+    total = plan.num_rows * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
+    return ps.auto_mode(plan, ctx.history, prep.speeds, total, _per(ctx, total), ctx.options)
 
 
 def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale: float,
               pull_rate, options) -> bool:
     """``usctec-auto``: whether a step of ``r`` input columns pulls
-    (:func:`~elastic_coded.schemes.policies.pull.prefer_pull`), its expected time the
-    ``(L, 0)`` work spread over the machines' ``speeds`` (known before any plan is made, so
-    the driver asks the controller only for the plan it will run)."""
-    opts = options or pl.PullOptions()
+    (:func:`~elastic_coded.schemes.policies.pull_step.pull_pays`, known before any plan is
+    made, so the driver asks the controller only for the plan it will run)."""
     total = num_rows * (r + (-r) % (L * code_width(F, L, S)))
     per = total / time_scale if time_scale > 0 else (pull_rate or 1e8)
-    expected = total / (per * max(sum(speeds.values()), 1e-12))
-    u = opts.units if opts.units != "auto" else \
-        pl.units_for(expected, len(speeds), opts.call_cost_s)
-    return pl.prefer_pull(expected, L, S, len(speeds), u, opts.call_cost_s)
+    return ps.pull_pays(L, S, speeds, total, per, options)
 
 
 def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
     """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
     :func:`~elastic_coded.schemes.policies.modes.choose_mode`), for the step's context."""
     mine = [r for r in reports[-16 * window:] if r.policy == policy and r.extra]
-    return tuple([(r.extra.get("mode") != "eager", len(r.extra.get("slowed", ()))) for r in mine
+    return tuple([ps.history_entry(r.extra.get("mode"), r.extra.get("slowed", ())) for r in mine
                   ][-window:])
 
 
@@ -196,8 +158,7 @@ class _Loop:
         self.total, self.depth = total, depth
         self.calls: dict = {}      # machine -> calls sent (a scripted crash takes the first)
         # the coded rules look at the clock (a call becomes overdue); dynamic's only at arrivals
-        batch = getattr(q, "batch_s", None)
-        self.tick = None if batch is None else max(0.005, 0.05 * batch)
+        self.tick = ps.tick_of(q)
 
     def run(self) -> None:
         g, col = self.g, self.col

@@ -1,0 +1,208 @@
+"""Calibrate the simulator's runtime cost (:class:`elastic_coded.sim.RuntimeCost`) on this host.
+
+    python -m benchmarks calibrate [--quick] [--out DIR]
+    python benchmarks/calibrate.py [--quick] [--machines 8] [--out DIR]
+
+A small real Ray run: ``M`` and ``3 M`` emulated machines (speed 1) with a tiny ``time_scale``, so that a
+call's computation is a fraction of a millisecond and a step's time is the runtime's own.
+
+* ``plan_s``: the median of the reports' ``t_plan`` (the controller's planning, its round trip
+  included);
+* per call on the driver: ``dynamic`` steps with 1, 4 and 8 chunks per machine (one call per
+  chunk, plus its backup copies), their medians fitted by ``t_step = a + b * calls``
+  (least squares), at ``M`` and ``3 M`` machines; ``b`` grows with the machines the pull loop
+  looks at every event: ``scan_s`` is its growth per machine, and what is left at no machine is
+  split into ``call_s`` (dispatching) and ``round_trip_s`` (taking a result in) in the
+  proportion plain Ray shows on this host (``8 M`` calls to one actor: the time to submit them
+  against the time to get their results);
+* ``machine_s``: the growth per machine of the median ``uncoded`` step from ``M`` to ``3 M``;
+* ``worker_call_s``: the median of the reports' ``slowest_needed_s`` on those steps (the
+  slowest needed call's time on its worker with next to nothing to compute: an upper
+  estimate of the worker's own time per call);
+* ``step_s``: the median ``uncoded`` step (one call per worker process) at ``M`` less
+  ``plan_s``, ``M * machine_s``, its calls' ``call_s + round_trip_s`` and ``worker_call_s``.
+
+The cost is checked against the ``dynamic`` steps: each point's measured median next to the
+cost's prediction (the fixed cost, ``calls * (call_s + round_trip_s)``, ``worker_call_s``).  Writes ``runtime_cost.json`` (what
+``RuntimeCost.load`` reads) and ``runtime_cost.md``.  Figures on a shared host are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from results_io import write_results  # noqa: E402
+
+TIME_SCALE = 1e-3
+CHUNKS = (1, 4, 8)
+
+
+def _plain_ray_split(n_calls: int) -> float:
+    """Of one call's driver cost in plain Ray, the share spent submitting it."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def ping(self, x):
+            return x
+
+    a = Echo.remote()
+    ray.get(a.ping.remote(0))
+    x = np.zeros(64)
+    shares = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        refs = [a.ping.remote(x) for _ in range(n_calls)]
+        t1 = time.perf_counter()
+        for r in refs:
+            ray.get(r)
+        t2 = time.perf_counter()
+        shares.append((t1 - t0) / max(1e-9, t2 - t0))
+    ray.kill(a)
+    return float(np.clip(np.median(shares), 0.05, 0.95))
+
+
+def _steps(c, B, policy: str, steps: int, chunks=None) -> list:
+    from dataclasses import replace
+
+    if chunks is not None:
+        c.options = replace(c.options, chunks=chunks)
+    out = []
+    for _ in range(steps):
+        c.multiply(B, policy=policy)
+        out.append(c.reports[-1])
+    return out
+
+
+def measure_at(machines: int, steps: int) -> dict:
+    """``dynamic`` at 1, 4 and 8 chunks per machine and ``uncoded``, on ``machines``."""
+    from elastic_coded.runtime import ElasticCluster
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((60 * machines, 20))
+    B = rng.standard_normal((20, 8))
+    ms = [{"id": f"m{i}", "speed": 1.0, "storage": 1.0} for i in range(machines)]
+    rows = []
+    # no step deadline: at this time scale 3x the median call is a fraction of a millisecond,
+    # so its backups would be noise, not the cost of a step
+    with ElasticCluster(A, "dynamic", L=4, S=2, machines=ms, time_scale=TIME_SCALE,
+                        num_cpus=os.cpu_count(), deadline=None) as c:
+        for p in ("uncoded", "dynamic"):
+            _steps(c, B, p, 2, 4 if p == "dynamic" else None)  # warm-up
+        for k in CHUNKS:
+            reps = _steps(c, B, "dynamic", steps, k)
+            calls = [k * machines + r.backups for r in reps]
+            rows.append({"chunks_per_machine": k, "calls": float(np.median(calls)),
+                         "median_s": float(np.median([r.t_total for r in reps])),
+                         "t_plan_s": float(np.median([r.t_plan for r in reps])),
+                         "slowest_s": float(np.median([r.slowest_needed_s for r in reps]))})
+        whole = _steps(c, B, "uncoded", steps)
+    x = np.array([r["calls"] for r in rows])
+    y = np.array([r["median_s"] for r in rows])
+    b, a = np.polyfit(x, y, 1) if len(set(x.tolist())) > 1 else (0.0, float(y.mean()))
+    return {"machines": machines, "dynamic": rows, "per_call_s": max(float(b), 0.0),
+            "intercept_s": float(a), "uncoded_s": float(np.median([r.t_total for r in whole])),
+            "t_plan_s": float(np.median([r["t_plan_s"] for r in rows] +
+                                        [r.t_plan for r in whole]))}
+
+
+def measure(sizes=(8, 24), steps: int = 8) -> dict:
+    """The cost from two cluster sizes (module docstring)."""
+    import ray
+
+    from elastic_coded.machines import per_process
+    from elastic_coded.sim import RuntimeCost
+
+    pts = [measure_at(M, steps) for M in sizes]
+    share = _plain_ray_split(8 * sizes[0])
+    lo, hi = pts[0], pts[-1]
+    dM = max(1, hi["machines"] - lo["machines"])
+    # the per-call cost grows with the machines the pull loop looks at, at every event
+    scan = max(0.0, (hi["per_call_s"] - lo["per_call_s"]) / dM)
+    b0 = max(0.0, lo["per_call_s"] - scan * lo["machines"])
+    hosted = per_process(None, TIME_SCALE)
+    worker = float(np.median([r["slowest_s"] for p in pts for r in p["dynamic"]]))
+    plan_s = float(np.median([p["t_plan_s"] for p in pts]))
+    def calls_cost(M):
+        return -(-M // hosted) * b0
+
+    # a whole step's cost beyond its calls: step_s + M * machine_s through the two sizes (a
+    # negative intercept is taken as 0, the slope then through the larger size)
+    y = [p["uncoded_s"] - plan_s - calls_cost(p["machines"]) - worker for p in (lo, hi)]
+    per_machine = max(0.0, (y[1] - y[0]) / dM)
+    step_s = y[0] - per_machine * lo["machines"]
+    if step_s < 0:
+        step_s, per_machine = 0.0, max(0.0, y[1] / hi["machines"])
+    cost = RuntimeCost(step_s=step_s, call_s=share * b0, round_trip_s=(1 - share) * b0,
+                       plan_s=plan_s, worker_call_s=worker, per_process=hosted,
+                       machine_s=per_machine, scan_s=scan)
+    check = []
+    for p in pts:
+        M = p["machines"]
+        for r in p["dynamic"]:
+            check.append({"policy": "dynamic", "machines": M,
+                          "chunks_per_machine": r["chunks_per_machine"],
+                          "measured_median_s": r["median_s"],
+                          "predicted_s": cost.step_cost(M) + r["calls"] * (b0 + scan * M)
+                          + worker})
+        check.append({"policy": "uncoded", "machines": M, "measured_median_s": p["uncoded_s"],
+                      "predicted_s": cost.step_cost(M) + calls_cost(M) + worker})
+    return {"cost": cost.to_dict(), "fit": {"per_call_s": b0, "submit_share": share,
+                                            "scan_s": scan, "machine_s": per_machine},
+            "points": pts, "check": check, "sizes": list(sizes), "steps": steps,
+            "time_scale": TIME_SCALE,
+            "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                     "ray": ray.__version__}}
+
+
+def to_markdown(res: dict, command: str) -> str:
+    c = res["cost"]
+    lines = ["# Runtime cost, calibrated on this host", "",
+             f"{' and '.join(map(str, res['sizes']))} emulated machines, time_scale "
+             f"{res['time_scale']:g} (next to no computation), {res['steps']} steps per point on "
+             f"{res['host']['cpus']} CPUs (shared: noisy).  Command: `{command}`.", "",
+             "| field | value |", "|---|---:|"]
+    lines += [f"| {k} | {v:.4g} |" for k, v in c.items()]
+    lines += ["", "| check | machines | measured (s) | the cost's prediction (s) |",
+              "|---|---:|---:|---:|"]
+    for ch in res["check"]:
+        what = ch["policy"] + (f", {ch['chunks_per_machine']} chunks per machine"
+                               if "chunks_per_machine" in ch else "")
+        lines.append(f"| {what} | {ch['machines']} | {ch['measured_median_s']:.4f} | "
+                     f"{ch['predicted_s']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(quick: bool = False, out_dir: str | None = None, machines: int = 8) -> dict:
+    import ray
+
+    out_dir = out_dir or os.path.join(HERE, "results")
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
+                 log_to_driver=False)
+    res = measure((4, 8) if quick else (machines, 3 * machines), 3 if quick else 8)
+    cmd = "python -m benchmarks calibrate" + (" --quick" if quick else "")
+    name = "runtime_cost" + ("_quick" if quick else "")
+    write_results(out_dir, name, res, to_markdown(res, cmd))
+    print(to_markdown(res, cmd))
+    return res
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--machines", type=int, default=8)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    run(a.quick, a.out, a.machines)

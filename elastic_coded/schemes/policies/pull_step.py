@@ -1,0 +1,146 @@
+"""How one pull-policy step is laid out and which execution ``usctec-auto`` gives it: the
+decisions the runtime's pull executor (:mod:`elastic_coded.runtime.executors.pull`) and the
+simulator (:mod:`elastic_coded.sim.pull`) both make, written once.  Pure: no Ray.
+
+* :func:`unit_rates`, :func:`expected_seconds`: what a step is expected to take;
+* :func:`layout`: the sub-divided plan and its queue (:class:`~.pull.CodedQueue` or
+  :class:`~.pull.DynamicQueue`);
+* :func:`pull_pays` and :func:`auto_mode`: ``usctec-auto``'s choice of ``"pull"``,
+  ``"eager"`` or ``"lean"`` (:func:`~.pull.choose_mode`, :func:`~.pull.prefer_pull`);
+* :func:`seen_slowed` and :func:`history_entry`: the stragglers a step saw, and what it adds
+  to the history the next choice reads.
+
+Products are counted as the runtime counts them: ``total`` is the products of the step with
+its zero columns (``num_rows * L * columns per coded block``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from . import pull as pl
+
+__all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
+           "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR", "LATE_FACTOR"]
+
+FINE = 3
+"""Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
+each, so a machine that runs out of work can take over a third of a call."""
+
+SLOW_FACTOR = 1 / 3
+"""A machine that returned at below this fraction of the step's median measured speed (over
+its estimate) straggled (:func:`seen_slowed`)."""
+
+LATE_FACTOR = 0.8
+"""A call given up after it started whose upper bound on the speed is below this fraction of
+the median straggled (:func:`seen_slowed`)."""
+
+
+def unit_rates(available, speeds: Mapping, per: float) -> dict:
+    """Products per second expected of each machine before it returns a unit: its speed
+    estimate times ``per``, the products per second per unit of speed (emulation: ``total /
+    time_scale``; at real speed the last pull step's measured figure)."""
+    return {m: float(speeds.get(m, 1.0)) * per for m in available}
+
+
+def expected_seconds(plan, rates: Mapping, total: int) -> float:
+    """The step's expected time: the slowest machine's planned products over its rate."""
+    work = {m: 0 for m in plan.available}
+    cols = max(1, total // max(1, plan.num_rows))
+    for m, ts in plan.tasks().items():
+        work[m] = sum(t.rows[1] - t.rows[0] for t in ts) * cols / plan.L
+    return max((w / rates[m] for m, w in work.items() if w), default=0.0)
+
+
+def _units(options: pl.PullOptions, expected: float, machines: int) -> int:
+    u = options.units
+    return pl.units_for(expected, machines, options.call_cost_s) if u == "auto" else u
+
+
+def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
+           options: pl.PullOptions | None = None):
+    """The step's sub-divided plan and its queue: ``dynamic``'s chunks (re-cut when the option
+    asks for another count than the plan's) in a :class:`~.pull.DynamicQueue`, or the coded
+    plan cut into :data:`FINE` ``*`` units per machine (:func:`~.pull.units_for` when
+    ``units="auto"``) in a :class:`~.pull.CodedQueue` whose calls carry about a unit's share of
+    the expected time."""
+    opts = options or pl.PullOptions()
+    if plan.copies:
+        n = opts.chunks * len(plan.available)
+        if n != plan.chunks:
+            plan = pl.dynamic_plan(placement, plan.available, plan.speeds, 1, 0, chunks=n)
+        units = [pl.Unit(pi, 0, plan.groups[p.group].rows, p.cols)
+                 for pi, p in enumerate(plan.pieces)]
+        prod = {u: u.num_rows * total // plan.num_rows for u in units}
+        return plan, pl.DynamicQueue(units, plan.holders, prod)
+    expected = expected_seconds(plan, rates, total)
+    u = _units(opts, expected, len(plan.available))
+    sub, queues = pl.subdivide(plan, FINE * u)
+    cols = total // plan.num_rows / plan.L
+    prod = {}
+    for piece in range(len(sub.pieces)):  # every position: backups use the unplanned ones
+        rows = sub.groups[sub.pieces[piece].group].rows
+        for pos in range(sub.K):
+            prod[pl.Unit(piece, pos, rows, sub.pieces[piece].cols)] = \
+                int((rows[1] - rows[0]) * cols)
+    return sub, pl.CodedQueue(queues, sub.L, sub.K, sub.holders, prod, dict(rates),
+                              batch_s=expected / u)
+
+
+def tick_of(queue) -> float | None:
+    """How often the driver wakes while machines sit idle, so a coded backup can start once a
+    unit is overdue: a twentieth of a call's expected time, at least 5 ms (``None`` for
+    ``dynamic``'s queue, whose rules look at the clock only when a result arrives)."""
+    batch = getattr(queue, "batch_s", None)
+    return None if batch is None else max(0.005, 0.05 * batch)
+
+
+def pull_pays(L: int, S: int, speeds: Mapping, total: int, per: float,
+              options: pl.PullOptions | None = None) -> bool:
+    """``usctec-auto``: whether a step pulls (:func:`~.pull.prefer_pull`), its expected time
+    the ``(L, 0)`` work, ``total`` products, spread over the machines' ``speeds`` at ``per``
+    products per second per unit of speed.  It needs no plan, so the execution is chosen
+    before the plan is made and only that plan is asked for."""
+    opts = options or pl.PullOptions()
+    expected = total / (per * max(sum(float(v) for v in speeds.values()), 1e-12))
+    u = _units(opts, expected, len(speeds))
+    return pl.prefer_pull(expected, L, S, len(speeds), u, opts.call_cost_s)
+
+
+def auto_mode(plan: pl.PullPlan, history, speeds: Mapping, total: int, per: float,
+              options: pl.PullOptions | None = None) -> str:
+    """``usctec-auto``'s execution of a step: ``"pull"``, ``"eager"`` (the whole ``(L, S)``
+    plan) or ``"lean"`` (the whole ``(1, 0)`` plan), by :func:`~.pull.choose_mode` on
+    ``history`` (:func:`history_entry` per recent step) and :func:`pull_pays` over the plan's
+    machines.  A plan without the whole plans beside it (``usctec-pull``, ``dynamic``) always
+    pulls."""
+    if plan.eager is None and plan.lean is None:
+        return "pull"
+    est = {m: float(speeds.get(m, 1.0)) for m in plan.available}
+    return pl.choose_mode(list(history), pull_pays(plan.L, plan.S, est, total, per, options))
+
+
+def seen_slowed(measured: Mapping, speeds: Mapping, factor: float = SLOW_FACTOR,
+                late: float = LATE_FACTOR) -> tuple:
+    """The step's stragglers as observed, from ``measured``: ``{machine: (speed, "value" |
+    "upper")}`` (a speed measured where a call came back, an upper bound where one was given
+    up after it started).  Each machine's measured speed over its estimate ``speeds[m]`` is set
+    against the median of that ratio over the calls that came back (the median takes out what
+    every call pays alike): below ``factor`` of it for a value, below ``late`` of it for an
+    upper bound (a machine on time is cancelled before its call is due, so its bound is above
+    its speed)."""
+    meas = {m: (v / float(speeds[m]), kind) for m, (v, kind) in measured.items()
+            if m in speeds and float(speeds[m]) > 0}
+    vals = [x for x, kind in meas.values() if kind == "value"]
+    med = float(np.median(vals)) if vals else 1.0
+    return tuple(sorted((m for m, (x, kind) in meas.items()
+                         if x < (factor if kind == "value" else late) * med), key=str))
+
+
+def history_entry(mode: str | None, slowed) -> tuple:
+    """What a step adds to ``usctec-auto``'s history: ``(observed, slowed)``, ``observed``
+    false for an ``"eager"`` step (the whole ``(L, S)`` plan cancels its slowest calls about
+    when the others finish, so it sees no one)."""
+    return (mode != "eager", len(slowed))

@@ -1,0 +1,132 @@
+"""The runtime's own cost, as the simulator charges it: :class:`RuntimeCost`.  Pure.
+
+With ``simulate(..., cost=None)`` a step takes its computation alone (the pure compute model:
+planning, dispatch and decoding take no simulated time).  With a :class:`RuntimeCost` a step
+also pays what the Ray runtime pays around the computation:
+
+* ``step_s`` once per step (the driver's fixed work: encoding, the report, the verifier's
+  bookkeeping, the controller's report call), ``machine_s`` per machine present (what grows
+  with the machines: building and dispatching their calls, the plan's and the report's
+  tables), and ``plan_s`` for the controller's planning (a round trip to the controller actor
+  and the plan, cached or not);
+* ``call_s`` on the driver for every call it dispatches, one after another (a whole plan's
+  calls go one per worker process of ``per_process`` machines, as
+  :meth:`~elastic_coded.runtime.gather.Gather.dispatch_many` batches them; a pull step sends
+  every call alone), so a machine's work starts when its call is out;
+* ``round_trip_s`` on the driver for every call's result it takes in, one after another (a
+  result that arrives while the driver is busy waits; a whole plan's process streams its
+  machines' results back on its one call, so each of them costs ``round_trip_s /
+  per_process``);
+* ``worker_call_s`` on the machine for every call (the worker's own time around the
+  computation), added to the call's duration;
+* ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
+  in, a wake-up): the pull loop asks every machine with room for work and looks at every call
+  in flight.
+
+``python -m benchmarks calibrate`` measures the figures on the host with a small Ray run and
+writes them to ``benchmarks/results/runtime_cost.json``; :meth:`RuntimeCost.load` reads that
+file.  The defaults are figures of the same order as that run on a 2-core host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+__all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish"]
+
+
+@dataclass(frozen=True)
+class RuntimeCost:
+    """Seconds the runtime spends around a step's computation (module docstring)."""
+
+    step_s: float = 0.02
+    """Fixed cost per step on the driver."""
+    call_s: float = 0.002
+    """Driver's cost of dispatching one call."""
+    round_trip_s: float = 0.002
+    """Driver's cost of taking in one result."""
+    plan_s: float = 0.005
+    """The controller's planning per step (including its round trip)."""
+    worker_call_s: float = 0.001
+    """A worker's own time per call, added to the call's duration."""
+    per_process: int = 4
+    """Machines one worker process hosts (a whole plan's calls are one per process)."""
+    machine_s: float = 0.0
+    """Cost per step per machine present."""
+    scan_s: float = 0.0
+    """A pull step's driver cost per machine present at every event."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "per_process":
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise ValueError(f"per_process: an int >= 1, got {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    v >= 0 and math.isfinite(v)):
+                raise ValueError(f"{f.name}: seconds, a finite number >= 0, got {v!r}")
+
+    @property
+    def fixed_s(self) -> float:
+        """What every step pays whatever it computes and however many machines: ``step_s +
+        plan_s``."""
+        return self.step_s + self.plan_s
+
+    def step_cost(self, machines: int) -> float:
+        """What a step on ``machines`` machines pays around its calls: ``step_s + plan_s +
+        machines * machine_s``."""
+        return self.fixed_s + machines * self.machine_s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RuntimeCost":
+        """From a mapping with some of the fields (the others keep their defaults); an
+        unknown key is an error naming the known ones."""
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise ValueError(f"cost: {bad} are not fields of RuntimeCost; known: {sorted(known)}")
+        return cls(**dict(data))
+
+    @classmethod
+    def load(cls, path: str) -> "RuntimeCost":
+        """From a calibration results file (``python -m benchmarks calibrate``): its ``cost``
+        mapping, or the file's top level when it has none."""
+        with open(path) as fh:
+            data = json.load(fh)
+        return cls.from_dict(data.get("cost", data) if isinstance(data, dict) else data)
+
+    def save(self, path: str, **extra) -> None:
+        """Write ``{"cost": fields, **extra}`` as JSON (what :meth:`load` reads)."""
+        with open(path, "w") as fh:
+            json.dump({"cost": self.to_dict(), **extra}, fh, indent=1)
+
+
+def dispatch_offsets(has_work: np.ndarray, cost: RuntimeCost) -> np.ndarray:
+    """When each machine of a whole plan starts computing, and its per-call cost: its worker
+    process's call goes out ``call_s`` after the one before (machines in plan order, in
+    processes of ``per_process``), and the worker adds ``worker_call_s``.  Machines without
+    work get 0."""
+    has = np.asarray(has_work, dtype=bool)
+    k = np.cumsum(has) - 1
+    out = (k // cost.per_process + 1) * cost.call_s + cost.worker_call_s
+    return np.where(has, out, 0.0)
+
+
+def driver_finish(finish: np.ndarray, end: float, cost: RuntimeCost) -> float:
+    """When the driver has taken in every result of a whole plan that came by ``end`` (the
+    step's last needed one), ``round_trip_s / per_process`` each (one call's stream per worker
+    process), one after another in arrival order: the step's end on the driver."""
+    f = np.sort(np.asarray(finish, dtype=np.float64))
+    f = f[f <= end]
+    each = cost.round_trip_s / cost.per_process
+    d = 0.0
+    for x in f.tolist():
+        d = max(d, x) + each
+    return max(d, end)

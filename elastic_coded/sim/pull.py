@@ -1,0 +1,274 @@
+"""Pull steps (``usctec-pull``, ``dynamic``, ``usctec-auto`` when it pulls) in simulated time.
+Pure: no Ray.
+
+The step is an event-driven schedule driven by the runtime's own queue
+(:class:`~elastic_coded.schemes.policies.pull.CodedQueue` or
+:class:`~elastic_coded.schemes.policies.pull.DynamicQueue`, laid out by
+:func:`~elastic_coded.schemes.policies.pull_step.layout`), told what the runtime's pull
+executor tells it (:mod:`elastic_coded.runtime.executors.pull`): which calls were sent,
+finished, cancelled and lost, and asked :meth:`next_for` for each machine with room at every
+event, machines in plan order.
+
+* A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
+  (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
+  * slowdown / speed`` (plus the cost's ``worker_call_s``).
+* A result files its units; a piece decodes at ``L`` distinct positions (one copy for
+  ``dynamic``), and the calls the queue then names (:meth:`decoded`) are cancelled: a call
+  computing stops at once and frees its machine, one waiting is dropped.
+* While a machine has room and the queue is coded, the driver also wakes every
+  :func:`~elastic_coded.schemes.policies.pull_step.tick_of` seconds (a unit may have become
+  overdue, so a coded backup may start).
+* A crashed machine's first call fails at ``crash_at`` of its duration; the queue gets its
+  units back (:meth:`lost`).  A step whose calls run out before every piece decoded is lost
+  (``time = inf``): the runtime's driver asks the controller to re-plan such units, copying
+  rows where no live machine stores them, which the simulator does not model.
+* With a :class:`~elastic_coded.sim.cost.RuntimeCost`, the driver is one server: each call
+  sent costs ``call_s``, each result taken in ``round_trip_s`` and every event ``scan_s``
+  per machine, one after another, and the queue's clock is the driver's; the step also pays
+  :meth:`~elastic_coded.sim.cost.RuntimeCost.step_cost`.
+
+Times are seconds when ``time_scale`` is (the coded rules compare them with seconds: the cost
+of a call ``call_cost_s`` and the 5 ms wake-up floor).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from ..schemes.policies import pull as pl
+from ..schemes.policies import pull_step as ps
+from .cost import RuntimeCost
+
+__all__ = ["PullOutcome", "pull_step", "pull_total"]
+
+
+def pull_total(plan, columns: int = 8) -> int:
+    """The products a simulated pull step counts (the runtime's ``padded``): ``columns`` input
+    columns padded to a multiple of ``L``, times the rows."""
+    L = plan.L
+    return plan.num_rows * (columns + (-columns) % L)
+
+
+@dataclass(frozen=True)
+class PullOutcome:
+    """What one simulated pull step did."""
+
+    time: float
+    """When the last piece decoded (``inf``: lost), the cost's fixed part included."""
+    calls: int
+    """Calls sent."""
+    units: int
+    """Units run (every unit of every call sent, cancelled or not)."""
+    backups: int
+    """Coded backups (``usctec-pull``) or backup copies (``dynamic``) the queue gave."""
+    stolen: int
+    """Units taken from another machine's queue (``usctec-pull``)."""
+    cancelled: int
+    """Calls cancelled after their pieces decoded."""
+    measured: dict = field(repr=False)
+    """``{machine: (speed, "value")}`` for every machine that returned a call (its first), as
+    the runtime's gather measures it (``work * time_scale / elapsed``)."""
+    ran: tuple = field(repr=False, default=())
+    """``(machine, rows)`` of every unit sent, when asked for (``record=True``)."""
+    filed: tuple = field(repr=False, default=())
+    """``(time, machine, unit)`` of every result taken in, in order (``record=True``)."""
+    decoded_at: dict = field(repr=False, default_factory=dict)
+    """``{piece: time}`` each piece of :attr:`plan` decoded (``record=True``)."""
+    plan: object = field(repr=False, default=None)
+    """The sub-divided plan the units refer to (``record=True``)."""
+
+
+class _Machine:
+    __slots__ = ("calls", "free")
+
+    def __init__(self):
+        self.calls = []      # [key, ...] in arrival order
+        self.free = 0.0      # when it finishes what it holds
+
+
+class _Run:
+    """One pull step's state: the queue, the machines' calls, the driver's clock."""
+
+    def __init__(self, sub, q, eff: dict, ts: float, total: int, depth: int, crashed: set,
+                 crash_at: float, cost: RuntimeCost | None, record: bool):
+        self.sub, self.q, self.eff, self.ts, self.total, self.depth = sub, q, eff, ts, total, depth
+        self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
+        self.machines = {m: _Machine() for m in sub.available}
+        self.order = tuple(sub.available)
+        self.info: dict = {}     # key -> [machine, units, start, finish, duration, version]
+        self.heap: list = []
+        self.seq = 0
+        self.driver = 0.0
+        self.have: dict = {}     # piece -> positions filed
+        self.decoded: set = set()
+        self.need = q.need
+        self.n_pieces = len(sub.pieces)
+        self.sent_first: set = set()
+        self.scan = cost.scan_s * len(self.order) if cost is not None else 0.0
+        self.calls = self.units = self.cancelled = 0
+        self.measured: dict = {}
+        self.ran: list = []
+        self.filed: list = []
+        self.decoded_at: dict = {}
+
+    # -- the machines ----------------------------------------------------------------------
+    def _schedule(self, m, now: float) -> None:
+        """(Re)compute when ``m``'s calls start and end after a change at ``now`` (a call
+        already computing keeps its times)."""
+        mac = self.machines[m]
+        t = now
+        for i, key in enumerate(mac.calls):
+            inf = self.info[key]
+            if inf[2] is not None and inf[2] <= now and i == 0:
+                t = inf[3]
+                continue
+            start = max(t, inf[6])
+            inf[2], inf[3] = start, start + inf[4]
+            inf[5] += 1
+            t = inf[3]
+            crash = inf[7]
+            when = start + self.crash_at * inf[4] if crash else inf[3]
+            heapq.heappush(self.heap, (when, self.seq, key, inf[5]))
+            self.seq += 1
+        mac.free = t
+
+    def send(self, m, units: list, now: float) -> None:
+        c = self.cost
+        if c is not None:
+            self.driver = max(self.driver, now) + c.call_s
+            arrive = self.driver
+        else:
+            arrive = now
+        work = sum(self.q.products[u] for u in units)
+        dur = work / self.total * self.ts / self.eff[m] + (c.worker_call_s if c else 0.0)
+        key = self.seq
+        self.seq += 1
+        crash = m in self.crashed and m not in self.sent_first
+        self.sent_first.add(m)
+        # [machine, units, start, finish, duration, version, arrival, crashes]
+        self.info[key] = [m, units, None, None, dur, 0, arrive, crash]
+        self.q.sent(m, units, key, now)
+        self.machines[m].calls.append(key)
+        self._schedule(m, now)
+        self.calls += 1
+        self.units += len(units)
+        if self.record:
+            self.ran.extend((m, u.rows) for u in units)
+
+    def cancel(self, m, key, now: float) -> None:
+        mac = self.machines[m]
+        if key not in mac.calls:
+            return
+        mac.calls.remove(key)
+        crashes = self.info.pop(key)[7]
+        self.q.dropped(m, key, now)
+        self.cancelled += 1
+        if crashes:  # a scripted crash happens even when its call is no longer needed
+            self.lose(m, now)
+            return
+        self._schedule(m, now)
+
+    def lose(self, m, now: float) -> None:
+        mac = self.machines[m]
+        for key in mac.calls:
+            self.info.pop(key, None)
+        mac.calls = []
+        self.q.lost(m)
+
+    # -- the driver ------------------------------------------------------------------------
+    def fill(self, now: float) -> None:
+        """Every live machine with room, in plan order, asks the queue for calls until it has
+        ``depth`` in flight or gets none (the runtime's ``_fill_all``; a machine without room
+        is skipped, as the runtime's loop skips it: filling only sends)."""
+        q = self.q
+        q.refresh(now)
+        macs, depth = self.machines, self.depth
+        for m in self.order:
+            if len(macs[m].calls) >= depth or m in q.dead:
+                continue
+            while q.calls_in_flight(m) < depth:
+                units = q.next_for(m, now)
+                if not units:
+                    break
+                self.send(m, units, now)
+
+    def idle(self) -> bool:
+        dead, depth = self.q.dead, self.depth
+        return any(len(mac.calls) < depth and m not in dead for m, mac in self.machines.items())
+
+    def take(self, key, t: float) -> float:
+        """The result of call ``key`` (computed by ``t``); returns the driver's time after."""
+        m, units, start, finish, dur = self.info.pop(key)[:5]
+        mac = self.machines[m]
+        mac.calls.remove(key)
+        c = self.cost
+        now = (max(self.driver, t) + c.round_trip_s + self.scan) if c is not None else t
+        self.driver = max(self.driver, now)
+        self.q.finished(m, key, now, dur)
+        work = sum(self.q.products[u] for u in units) / self.total
+        self.measured.setdefault(m, (work * self.ts / dur, "value"))
+        for u in units:
+            if self.record:
+                self.filed.append((now, m, u))
+            if u.piece in self.decoded:
+                continue
+            got = self.have.setdefault(u.piece, set())
+            got.add(u.position)
+            if len(got) >= self.need:
+                self.decoded.add(u.piece)
+                self.decoded_at[u.piece] = now
+                for m2, key2 in self.q.decoded(u.piece):
+                    self.cancel(m2, key2, now)
+        return now
+
+    def run(self, tick: float | None) -> float:
+        now = 0.0
+        self.fill(now)
+        while len(self.decoded) < self.n_pieces:
+            while self.heap and self.heap[0][2] not in self.info:
+                heapq.heappop(self.heap)  # a cancelled or lost call
+            if not self.heap:
+                return math.inf  # nothing in flight, pieces left: lost (module docstring)
+            when, _, key, ver = self.heap[0]
+            if tick is not None and now + tick < when and self.idle():
+                now += tick
+                if self.cost is not None:
+                    self.driver = max(self.driver, now) + self.scan
+                self.fill(now)
+                continue
+            heapq.heappop(self.heap)
+            inf = self.info.get(key)
+            if inf is None or inf[5] != ver:
+                continue
+            if inf[7]:  # the crash of the machine's first call
+                now = max(now, when)
+                self.lose(inf[0], now)
+            else:
+                now = max(now, self.take(key, when))
+            if len(self.decoded) < self.n_pieces:
+                self.fill(now)
+        return now
+
+
+def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *,
+              crashed=(), options: pl.PullOptions | None = None, cost: RuntimeCost | None = None,
+              crash_at: float = 0.5, total: int | None = None, record: bool = False
+              ) -> PullOutcome:
+    """Simulate one pull step of ``plan`` (module docstring).  ``eff``: each machine's
+    effective speed (speed over slowdown) and ``estimates`` the controller's speed estimates,
+    mappings over ``plan.available``; ``crashed``: machines that die mid-step (their first
+    call fails).  ``total``: the products of the step (:func:`pull_total` by default)."""
+    opts = options or pl.PullOptions()
+    total = int(total) if total is not None else pull_total(plan)
+    rates = ps.unit_rates(plan.available, estimates, total / time_scale)
+    sub, q = ps.layout(plan, placement, total, rates, opts)
+    run = _Run(sub, q, dict(eff), float(time_scale), total, opts.depth, set(crashed), crash_at,
+               cost, record)
+    t = run.run(ps.tick_of(q))
+    if cost is not None and math.isfinite(t):
+        t += cost.step_cost(len(plan.available))
+    return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
+                       run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
+                       run.decoded_at if record else {}, sub if record else None)

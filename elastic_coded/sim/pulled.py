@@ -1,0 +1,190 @@
+"""The USCTEC family's steps in :func:`~elastic_coded.sim.runner.simulate`: plans dispatched
+whole (``usctec``, ``proportional``, ``cyclic``, ``uncoded``, ``speculative``) and pulled
+(``usctec-pull``, ``dynamic``, and ``usctec-auto`` with its choice of execution), with the
+runtime's cost when one is given.  Pure: no Ray.
+
+``usctec-auto`` chooses each step's execution as the runtime's pull executor does
+(:func:`~elastic_coded.schemes.policies.pull_step.auto_mode`, from the last steps' history):
+``"pull"`` runs :func:`~elastic_coded.sim.pull.pull_step`; ``"eager"`` (the whole ``(L, S)``
+plan) and ``"lean"`` (the whole ``(1, 0)`` plan, with the step deadline's backups when
+``deadline`` is set) run as whole plans.  What the step saw of its stragglers
+(:func:`~elastic_coded.schemes.policies.pull_step.seen_slowed` over the speeds measured as the
+runtime's gather measures them: returned calls, and upper bounds for calls given up) goes into
+the history the next step's choice reads (:func:`~.pull_step.history_entry`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from ..schemes.policies import pull as pl
+from ..schemes.policies import pull_step as ps
+from ..schemes.usctec import validate
+from .cost import dispatch_offsets, driver_finish
+from .executor import Speculation, _Compiled, _execute
+from .learn import _learn
+from .pull import pull_step, pull_total
+
+__all__ = ["WholeRun", "PulledRun", "MODES"]
+
+MODES = {"pull": 0, "eager": 1, "lean": 2, "whole": 3}
+"""How a step ran, as recorded in ``SimResult.details[name]["mode"]``."""
+
+
+def _take(comp, ctx) -> np.ndarray | None:
+    """Positions of the plan's machines in the step's present order (``None``: the same)."""
+    take = comp.take.get(ctx.m_idx)
+    if take is None and ctx.m_idx not in comp.take:
+        avail = comp.plan.available
+        take = (None if avail == ctx.present
+                else np.array([ctx.present.index(m) for m in avail], dtype=np.int64))
+        comp.take[ctx.m_idx] = take
+    return take
+
+
+def _sel(arr, take):
+    if arr is None or take is None:
+        return arr
+    return arr[take]
+
+
+def run_whole(comp: _Compiled, index, eff, lost, est, env, spec):
+    """A whole plan's step: its outcome, and its time with the runtime cost (if any)."""
+    cost = env.cost
+    offset = dispatch_offsets(comp.work > 0, cost) if cost is not None else None
+    out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset)
+    t = out.time
+    if cost is not None and math.isfinite(t):
+        t = driver_finish(out.finish, t, cost) + cost.step_cost(comp.n)
+    return out, t
+
+
+def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail, cost) -> dict:
+    """The speeds a whole step's gather measures: ``work * time_scale / elapsed`` of the calls
+    that returned by ``T`` ("value"), and ``work * time_scale / T`` of those still running
+    ("upper"); crashed machines tell nothing."""
+    w = cost.worker_call_s if cost is not None else 0.0
+    res = {}
+    for i in np.flatnonzero(comp.work > 0):
+        if lost is not None and lost[i]:
+            continue
+        work = float(comp.work[i])
+        if out.finish[i] <= T:
+            res[avail[i]] = (work * ts / (work * ts / float(eff[i]) + w), "value")
+        elif T > 0:
+            res[avail[i]] = (work * ts / T, "upper")
+    return res
+
+
+class WholeRun:
+    """A policy whose plan is dispatched whole: plans through the cache, steps in the
+    executor (:func:`run_whole`)."""
+
+    def __init__(self, v, store, cache, est, configured, env):
+        self.v, self.store, self.cache, self.est, self.configured = v, store, cache, est, configured
+        self.env = env
+
+    def _estimates(self, ctx):
+        return (self.est.speed if self.est is not None else self.configured)[ctx.slots]
+
+    def _plan(self, ctx, rec, cur, compile_fn=_Compiled):
+        v, st, env = self.v, self.store, self.env
+
+        def build():
+            plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S)
+            if env.check_plans:
+                validate(plan.base if isinstance(plan, pl.PullPlan) else plan, st.placement)
+            return plan
+
+        comp, hit, secs = self.cache.get((v.plan_key, st.version, ctx.m_idx),
+                                         None if v.speed_blind else cur, build, compile_fn)
+        rec.plan_s[v.name][ctx.t] = secs
+        rec.replans[v.name] += 0 if hit else 1
+        return comp
+
+    def _record(self, ctx, rec, t: float, mode: str) -> None:
+        n = self.v.name
+        rec.times[n][ctx.t] = t
+        rec.rows_moved[n][ctx.t] = ctx.moved.get(self.v.placement, 0)
+        rec.detail(n, "mode", ctx.t, MODES[mode])
+
+    def step(self, ctx, rec) -> None:
+        env, name = self.env, self.v.name
+        cur = self._estimates(ctx)
+        comp = self._plan(ctx, rec, cur)
+        take = _take(comp, ctx)
+        e, c = _sel(ctx.eff, take), _sel(ctx.lost, take)
+        spec = self.v.speculation
+        if spec is None and env.deadline is not None and comp.K == 1:
+            spec = Speculation(env.deadline)
+        out, t = run_whole(comp, self.store.index, e, c, _sel(cur, take), env, spec)
+        self._record(ctx, rec, t, "whole")
+        rec.recovered[name][ctx.t] = len(out.recovered)
+        rec.copies[name][ctx.t] = out.copies
+        rec.redispatched[name][ctx.t] = out.redispatched
+        rec.detail(name, "calls", ctx.t, int(np.count_nonzero(comp.work > 0)) + out.copies +
+                   out.redispatched)
+        if self.est is not None and math.isfinite(out.time) and out.time > 0:
+            _learn(self.est, ctx.slots if take is None else ctx.slots[take], comp, out, e, c,
+                   env.ts)
+
+
+class _PullCompiled:
+    """A :class:`~elastic_coded.schemes.policies.pull.PullPlan` and, for ``usctec-auto``, its
+    whole plans compiled."""
+
+    def __init__(self, plan: pl.PullPlan):
+        self.plan = plan
+        self.eager = _Compiled(plan.eager) if plan.eager is not None else None
+        self.lean = _Compiled(plan.lean) if plan.lean is not None else None
+        self.take: dict = {}
+
+
+class PulledRun(WholeRun):
+    """A pull policy (module docstring)."""
+
+    def __init__(self, v, store, cache, est, configured, env):
+        super().__init__(v, store, cache, est, configured, env)
+        self.history: deque = deque(maxlen=2 * pl.PROBE_EVERY)
+
+    def step(self, ctx, rec) -> None:
+        env, name, t = self.env, self.v.name, ctx.t
+        cur = self._estimates(ctx)
+        comp = self._plan(ctx, rec, cur, _PullCompiled)
+        plan = comp.plan
+        take = _take(comp, ctx)
+        avail = plan.available
+        e, c, est = _sel(ctx.eff, take), _sel(ctx.lost, take), _sel(cur, take)
+        est_map = dict(zip(avail, est.tolist()))
+        total = pull_total(plan)
+        mode = ps.auto_mode(plan, self.history, est_map, total, total / env.ts, env.pull_options)
+        if mode == "pull":
+            crashed = () if c is None else tuple(m for m, x in zip(avail, c) if x)
+            out = pull_step(plan, self.store.placement, dict(zip(avail, e.tolist())), est_map,
+                            env.ts, crashed=crashed, options=env.pull_options, cost=env.cost,
+                            crash_at=env.crash_at)
+            T, measured = out.time, out.measured
+            rec.copies[name][t] = out.backups
+            rec.detail(name, "calls", t, out.calls)
+            rec.detail(name, "stolen", t, out.stolen)
+        else:
+            whole = comp.eager if mode == "eager" else comp.lean
+            spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
+            out, T = run_whole(whole, self.store.index, e, c, est, env, spec)
+            measured = whole_measured(whole, out, e, c, env.ts, out.time, avail, env.cost)
+            rec.copies[name][t] = out.copies
+            rec.recovered[name][t] = len(out.recovered)
+            rec.redispatched[name][t] = out.redispatched
+            rec.detail(name, "calls", t, int(np.count_nonzero(whole.work > 0)) + out.copies +
+                       out.redispatched)
+        self._record(ctx, rec, T, mode)
+        if plan.eager is not None:
+            self.history.append(ps.history_entry(mode, ps.seen_slowed(measured, est_map)))
+        if self.est is not None and math.isfinite(T):
+            slots = ctx.slots if take is None else ctx.slots[take]
+            slot_of = dict(zip(avail, slots.tolist()))
+            for m, (val, kind) in measured.items():
+                self.est.observe(slot_of[m], float(val), kind)
