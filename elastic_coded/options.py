@@ -74,7 +74,9 @@ class RunOptions:
     times); ``allow_lower_S`` (run with a lower ``S`` when fewer than ``L+S`` machines are
     left); ``deadline`` (a call still running that many times the median completed call's time
     gets coded backups; ``None``: wait); ``chunk_rows`` (rows per piece a worker reads of an
-    ``.npy`` ``A``; ``None``: all its rows at once)."""
+    ``.npy`` ``A``; ``None``: all its rows at once); ``transpose`` (also store the rows of
+    ``A^T``, for ``A^T`` products: ``rmatvec`` of :meth:`~.runtime.ElasticCluster.as_linear_operator`;
+    the USCTEC family only)."""
 
     time_scale: float = 0.0
     seed: int = 0
@@ -84,6 +86,7 @@ class RunOptions:
     allow_lower_S: bool = False
     deadline: float | None = 3.0
     chunk_rows: int | None = None
+    transpose: bool = False
 
     def __post_init__(self):
         ts = self.time_scale
@@ -101,6 +104,7 @@ class RunOptions:
         _check(dl is None or (_is_num(dl) and dl >= 1), "run.deadline", dl,
                "must be a number >= 1 (a multiple of the median completed call's time) or None")
         _int_or_none("run.chunk_rows", self.chunk_rows)
+        _bool("run.transpose", self.transpose)
 
 
 @dataclass(frozen=True)

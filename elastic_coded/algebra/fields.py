@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import sparse as _sparse
 from .gfp_matmul import MAX_PRIME, matmul_mod
 
 __all__ = ["Field", "RealField", "PrimeField", "BinaryExtField", "field", "is_prime", "MAX_PRIME"]
@@ -135,6 +136,8 @@ class RealField(Field):
     dtype: Any = np.float64
 
     def asarray(self, x, name="array"):
+        if _sparse.is_sparse(x):
+            return _sparse.as_field_sparse(self, x, name)
         arr = np.asarray(x)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"{name}: real field needs a numeric array, got dtype {arr.dtype}")
@@ -164,6 +167,8 @@ class RealField(Field):
         return 1.0 / np.asarray(a, dtype=np.float64)
 
     def matmul(self, a, b):
+        if _sparse.is_sparse(a) or _sparse.is_sparse(b):
+            return _sparse.matmul(self, a, b)
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         _check_matmul_shapes(a, b)
@@ -227,6 +232,8 @@ class PrimeField(Field):
         return np.asarray(flat, dtype=np.int64).reshape(a.shape)
 
     def matmul(self, a, b):
+        if _sparse.is_sparse(a) or _sparse.is_sparse(b):
+            return _sparse.matmul(self, a, b)
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         _check_matmul_shapes(a, b)
@@ -325,7 +332,10 @@ def _solve_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
 
 
 def _finite_field_array(F, x, name: str) -> np.ndarray:
-    """``x`` as int64 representatives of ``F`` (integral floats accepted), range-checked."""
+    """``x`` as int64 representatives of ``F`` (integral floats accepted), range-checked; a
+    sparse ``x`` as a CSR array (GF(p) only, :mod:`.sparse`)."""
+    if _sparse.is_sparse(x):
+        return _sparse.as_field_sparse(F, x, name)
     arr = np.asarray(x)
     if arr.dtype.kind == "O":  # Python ints beyond int64, or mixed objects
         try:

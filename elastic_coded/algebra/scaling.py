@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = ["SAFE", "exponent", "max_exponent", "shift_for", "scaled", "ldexp", "norm"]
 
@@ -36,7 +37,7 @@ def max_exponent(A, rows: int = 4096) -> int:
 
 
 def _top(x) -> float:
-    x = np.asarray(x)
+    x = x.data if sp.issparse(x) else np.asarray(x)  # a sparse x: its nonzeros
     return float(np.max(np.abs(x))) if x.size else 0.0
 
 
@@ -64,6 +65,10 @@ def scaled(x, k: int):
     """``x * 2^-k`` (exact short of the subnormal range); ``x`` itself for ``k = 0``."""
     if k == 0:
         return x
+    if sp.issparse(x):
+        out = sp.csr_array(x, dtype=np.float64, copy=True)
+        out.data = scaled(out.data, k)
+        return out
     with np.errstate(over="ignore", under="ignore"):
         return np.ldexp(np.asarray(x, dtype=np.float64), -int(k))
 
@@ -71,6 +76,7 @@ def scaled(x, k: int):
 def norm(x) -> float:
     """``||x||_F`` without the spurious overflow (or underflow) of summing squares: computed
     on ``x`` scaled by a power of two, and scaled back; ``inf`` only when the norm itself is."""
+    x = x.data if sp.issparse(x) else x  # a sparse x: the norm of its nonzeros
     e = exponent(x)
     if abs(e) <= SAFE:
         return float(np.linalg.norm(x))

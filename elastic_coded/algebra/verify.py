@@ -70,6 +70,7 @@ from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
 from .lagrange import LagrangeCode
 from .mds import MDSCode
 from . import scaling
+from . import sparse as _sparse
 
 __all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
            "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
@@ -143,7 +144,10 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     A = scaling.scaled(A, e)  # far from 1: its squared norms would leave float64's range
     m, n = A.shape
     t = default_repeats(F) if t is None else _positive_int("t", t)
-    block = math.isqrt(m - 1) + 1 if block is None else _positive_int("block", block)
+    if block is None:  # a sparse A: one block (block sums are dense, t x n each; a row
+        # range's part is cheap from A itself, t x its nonzeros)
+        block = m if _sparse.is_sparse(A) else math.isqrt(m - 1) + 1
+    block = _positive_int("block", block)
     block = min(block, m)
     U = F.random((t, m), np.random.default_rng(seed))
     edges = list(range(0, m, block)) + [m]
@@ -158,7 +162,7 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     else:
         sums = np.stack(parts)
         UA = F.matmul(U, A)
-        row_sq = np.asarray([float(np.sum(A[a:b] ** 2)) for a, b in zip(edges[:-1], edges[1:])])
+        row_sq = np.asarray([_sq_norm(A[a:b]) for a, b in zip(edges[:-1], edges[1:])])
     return Sketch(F, U, UA, block, sums, row_sq, A, e)
 
 
@@ -197,7 +201,12 @@ def _sketch_rows(sketch: Sketch, a: int, b: int) -> tuple[np.ndarray, float, int
 
 
 def _sq(sketch: Sketch, a: int, b: int) -> float:
-    return 0.0 if sketch.field.exact else float(np.sum(sketch.A[a:b] ** 2))
+    return 0.0 if sketch.field.exact else _sq_norm(sketch.A[a:b])
+
+
+def _sq_norm(A) -> float:
+    """``||A||_F^2``, dense or sparse."""
+    return _sparse.sq_norm(A) if _sparse.is_sparse(A) else float(np.sum(A ** 2))
 
 
 @dataclass(frozen=True)

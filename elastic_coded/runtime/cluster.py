@@ -39,6 +39,7 @@ from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
 from .executors.pull import history, pull_pays
 from .family_setup import FAMILIES, FamilySetup
+from .operator import ClusterOperator, check_transpose, start_transposed
 from .hosting import kill, per_process
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
@@ -92,7 +93,9 @@ class ElasticCluster:
     matrices, one per master; options ``assignment``, ``a0``, ``u0``, ``a``, ``u``,
     ``capacity``).  Options are checked by the policy's typed dataclass.
 
-    ``A``: an array, or a path to an ``.npy`` file each worker reads its own rows from.
+    ``A``: an array, a path to an ``.npy`` file each worker reads its own rows from, a SciPy
+    sparse matrix or array (USCTEC family: stored as CSR row blocks, kept sparse on every
+    worker, docs/sparse.md) or a path to an ``.npz`` file written by ``scipy.sparse.save_npz``.
     ``machines``: a count, a list of ``{id, speed, storage}`` dicts (or speeds, or
     :class:`MachineSpec`), or ``"auto"`` (one worker per ``ray.cpus_per_worker`` CPUs of every
     Ray node, following nodes that join, drain and die).  ``field``: ``"real"``, ``"gf(p)"``,
@@ -102,7 +105,8 @@ class ElasticCluster:
     The settings come in four groups (:mod:`elastic_coded.options`), each a dataclass, a
     mapping of its fields, or ``None`` for its defaults: ``run``
     (:class:`~elastic_coded.options.RunOptions`: ``time_scale``, ``seed``, ``placement``,
-    ``storage``, ``learn_speeds``, ``allow_lower_S``, ``deadline``, ``chunk_rows``), ``verify``
+    ``storage``, ``learn_speeds``, ``allow_lower_S``, ``deadline``, ``chunk_rows``,
+    ``transpose``), ``verify``
     (:class:`~elastic_coded.options.VerifyOptions`, or ``True``/``False``: ``on``,
     ``tolerance``, ``strict``, ``exclude_after``), ``ray``
     (:class:`~elastic_coded.options.RayOptions`: ``address``, ``num_cpus``,
@@ -121,6 +125,9 @@ class ElasticCluster:
         run, ray_opts, rep = groups["run"], groups["ray"], groups["report"]
         self.run_options, self.ray_options, self.report_options = run, ray_opts, rep
         self.family = family_of(policy)
+        if run.transpose:
+            check_transpose(policy, self._fam.takes_LS)
+        self.transposed = None  # the cluster of A^T (transpose=True, :mod:`.operator`)
         self.options = parse_options(policy, {**_option_fields(options), **rest})
         if self._fam.takes_LS:
             if L is None or S is None:
@@ -180,6 +187,10 @@ class ElasticCluster:
                 health_interval=ray_opts.health_interval, options=self.options,
                 masters=masters, machines_per_process=hosted, policies=added_policies())
             self._start(specs)
+            if run.transpose:
+                self.transposed = start_transposed(self, dict(
+                    policy=policy, machines=machines, churn=churn, run=run,
+                    verify=groups["verify"], ray=ray_opts, report=rep))
         except BaseException:
             self.shutdown()
             raise
@@ -231,14 +242,19 @@ class ElasticCluster:
         storage; they are planned in from the next step.  Atomic: on an error none is added;
         if the controller dies meanwhile, they are added once (:mod:`.membership`).  Returns
         rows copied."""
+        machines = list(machines)
         moved = mem.add(self, machines)
         self._ever.update(self._handles)
+        if self.transposed is not None:
+            moved += self.transposed.add_machines(machines)
         return moved
 
     def remove_machine(self, machine: str, crash: bool = False) -> None:
         """Take a machine away: gracefully, or as a crash (killed without notice).  Either
         way it is gone from :meth:`machines` at once, and its id can be added again."""
         mem.remove(self, machine, crash)
+        if self.transposed is not None and machine in self.transposed.machines():
+            self.transposed.remove_machine(machine, crash)
 
     def _snapshot(self):
         return self._ctrl("snapshot")
@@ -310,7 +326,7 @@ class ElasticCluster:
             codes=self._codes,
             history=history(self.reports, policy) if policy_of(policy).pulls else (),
             pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle),
-            mode=self._mode)
+            mode=self._mode, weights=self._loaded.weights)
 
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower
@@ -368,7 +384,8 @@ class ElasticCluster:
         S = self.S if S is None else S
         L_s, S_s, _ = step_code(policy, self.L, S, max(1, n_cols), self.F)
         hist = history(self.reports, policy)
-        pays = pull_pays(self.F, self.shape[0], L_s, S_s, n_cols, self._speeds,
+        w = self._loaded.weights
+        pays = pull_pays(self.F, w.total if w else self.shape[0], L_s, S_s, n_cols, self._speeds,
                          self.time_scale, self._pull_rate, self.options)
         mode = choose_mode(list(hist), pays)
         return (next_mode(hist, mode, pays) if ahead else mode,)
@@ -440,12 +457,31 @@ class ElasticCluster:
         if gone:
             self._epoch += 1  # the plan asked for ahead counted them in
 
+    # -- scipy -----------------------------------------------------------------------------------
+    def multiply_transpose(self, B):
+        """``A^T @ B``: a step of the transposed source (``transpose=True``, :mod:`.operator`)."""
+        if self.transposed is None:
+            raise ValueError("transpose: A^T products need ElasticCluster(..., transpose=True), "
+                             "which stores the rows of A^T beside A's")
+        return self.transposed.multiply(B)
+
+    def as_linear_operator(self) -> ClusterOperator:
+        """``A`` as a ``scipy.sparse.linalg.LinearOperator`` whose products are this cluster's
+        steps (``rmatvec``/``rmatmat`` with ``transpose=True``), for ``eigsh``, ``svds``,
+        ``lsqr``, ``cg``, ``gmres``... (:class:`~.operator.ClusterOperator`)."""
+        if self.family == "hetero":
+            raise ValueError("as_linear_operator: policy 'hetero' holds one matrix per master, "
+                             "not one operator; use multiply")
+        return ClusterOperator(self)
+
     # -- lifecycle --------------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the workers and the controller (and the embedded Ray, if this cluster started it)."""
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "transposed", None) is not None:
+            self.transposed.shutdown()
         for _, _, ref in getattr(self, "_prefetch", {}).values():
             try:  # collect plans asked for ahead, so that none fails unobserved
                 ray.get(ref, timeout=10)

@@ -68,7 +68,10 @@ class StepContext:
     real speed.  ``unified``: the driver's cache of Shuffle plans and stored designs
     (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
     crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of the step,
-    chosen by the driver before it asked for the plan (``None``: chosen from the plan)."""
+    chosen by the driver before it asked for the plan (``None``: chosen from the plan).
+    ``weights``: what a row range of ``A`` costs per column
+    (:class:`~elastic_coded.algebra.sparse.RowWeights`; ``None``: its rows), so that a sparse
+    ``A``'s products and emulated times count its nonzeros."""
 
     step: int
     F: Any
@@ -86,3 +89,4 @@ class StepContext:
     unified: Any = None
     crashed: tuple = ()
     mode: str | None = None
+    weights: Any = None

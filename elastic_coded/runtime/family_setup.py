@@ -12,7 +12,9 @@ from typing import Any, Callable
 
 import numpy as np
 import ray
+import scipy.sparse as sp
 
+from ..algebra import sparse
 from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
 from ..schemes.policies import hetero as het
@@ -25,11 +27,19 @@ __all__ = ["FamilySetup", "Loaded", "FAMILIES", "chunks", "matrix_of"]
 class Loaded:
     """``A`` as checked before Ray starts.  ``data``: an array, ``("npy", path)`` (each
     worker reads its own rows) or, for ``hetero``, the list of the masters' matrices;
-    ``shape``: ``A``'s (``hetero``: total rows, ``None``); ``masters``: the masters' shapes."""
+    ``shape``: ``A``'s (``hetero``: total rows, ``None``); ``masters``: the masters' shapes.
+
+    A sparse ``A`` (:mod:`elastic_coded.algebra.sparse`): ``data`` is its CSR array with the
+    rows in ``order`` (row ``order[i]`` of ``A`` at row ``i``, so that any run of rows holds
+    nonzeros in proportion to its length and a plan balanced by rows is balanced by
+    nonzeros); ``weights`` counts a row range's nonzeros.  Everything downstream (storage,
+    plans, checks) sees the reordered rows; the product is put back in ``A``'s order."""
 
     data: Any
     shape: tuple
     masters: tuple = ()
+    order: Any = None
+    weights: Any = None
 
     @property
     def mats(self) -> list:
@@ -75,7 +85,31 @@ def chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
 
 # -- one matrix (usctec, unified) ------------------------------------------------------------------
 
+def _read_npz(path: str):
+    if not os.path.exists(path):
+        raise ValueError(f"A: no file at {path!r}")
+    try:
+        return sp.load_npz(path)
+    except (ValueError, OSError, KeyError) as exc:
+        raise ValueError(f"A: the file {path!r} does not hold a sparse matrix written by "
+                         f"scipy.sparse.save_npz ({exc})") from None
+
+
+def _load_sparse(F, A) -> Loaded:
+    """A sparse ``A``: checked, as CSR in the balanced row order (:class:`Loaded`)."""
+    A = F.asarray(A, "A")
+    if min(A.shape) < 1:
+        raise ValueError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
+    order = sparse.balanced_order(sparse.row_nnz(A))
+    Ap = sp.csr_array(A[order])
+    return Loaded(Ap, A.shape, order=order, weights=sparse.weights_of(Ap))
+
+
 def _load_matrix(F, A) -> Loaded:
+    if isinstance(A, (str, os.PathLike)) and str(A).endswith(".npz"):
+        A = _read_npz(os.path.abspath(str(A)))
+    if sparse.is_sparse(A):
+        return _load_sparse(F, A)
     if isinstance(A, (str, os.PathLike)):
         path = os.path.abspath(str(A))
         if not os.path.exists(path):
@@ -101,7 +135,43 @@ def _one_source(loaded: Loaded, chunk_rows, codes) -> tuple:
 
 
 def _matrix_inputs(F, loaded: Loaded, B):
-    return inputs.matrix_inputs(F, loaded.shape, B)
+    X, shape, cols = inputs.matrix_inputs(F, loaded.shape, B)
+    if loaded.order is None:
+        return X, shape, cols
+    return X, lambda Y: shape(_in_order(Y, loaded.order)), cols
+
+
+def _in_order(Y: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The product of the reordered rows put back in ``A``'s row order."""
+    out = np.empty_like(Y)
+    out[order] = Y
+    return out
+
+
+def _dense_only(policy: str):
+    """The unified scheme's loader: it codes ``A`` itself, so a sparse ``A`` is refused."""
+    def load(F, A) -> Loaded:
+        if isinstance(A, (str, os.PathLike)) and str(A).endswith(".npz"):
+            A = _read_npz(os.path.abspath(str(A)))
+        if sparse.is_sparse(A):
+            raise ValueError(_densify_message(policy, "A", A))
+        return _load_matrix(F, A)
+    return load
+
+
+def _densify_message(policy: str, name: str, A) -> str:
+    m, n = A.shape[0], A.shape[-1]
+    return (f"{name}: policy {policy!r} codes A itself (its coded storage is dense), so a "
+            f"sparse {m} x {n} A would be stored dense: {m * n * 8 / 2**20:,.1f} MiB per "
+            f"copy instead of {sparse_bytes(A) / 2**20:,.1f} MiB. Pass A.toarray() to accept "
+            f"that, or use a USCTEC-family policy (usctec-auto, usctec, usctec-pull, dynamic, "
+            f"proportional), which store A's rows uncoded and keep them sparse")
+
+
+def sparse_bytes(A) -> int:
+    """Bytes of a sparse matrix's CSR arrays (data, indices, row pointers)."""
+    A = sp.csr_array(A)
+    return int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes)
 
 
 def _usctec_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
@@ -145,6 +215,8 @@ def _load_masters(F, As) -> Loaded:
         raise ValueError("A: policy 'hetero' needs at least one matrix (one per master)")
     out = []
     for m, A in enumerate(mats):
+        if sparse.is_sparse(A):
+            raise ValueError(_densify_message("hetero", f"A[{m}]", A))
         arr = F.asarray(A, f"A[{m}]")
         if arr.ndim != 2 or min(arr.shape) < 1:
             raise ValueError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
@@ -176,7 +248,8 @@ def _master_inputs(F, loaded: Loaded, B):
 FAMILIES = {
     "usctec": FamilySetup("usctec", True, True, True, _load_matrix, _usctec_precheck,
                           _one_source, _matrix_inputs),
-    "unified": FamilySetup("unified", False, False, False, _load_matrix, _unified_precheck,
+    "unified": FamilySetup("unified", False, False, False, _dense_only("unified"),
+                           _unified_precheck,
                            _one_source, _matrix_inputs),
     "hetero": FamilySetup("hetero", False, False, False, _load_masters, _hetero_precheck,
                           _coded_masters, _master_inputs),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import ray
@@ -108,6 +108,9 @@ class Gather:
     t_last: float = 0.0
     cols_of: dict = field(default_factory=dict)
     """Columns of each input (by ``arg``), for counting products."""
+    weights: Any = None
+    """What a row range costs per column (:class:`~elastic_coded.algebra.sparse.RowWeights`:
+    its nonzeros for a sparse ``A``); ``None``: its rows."""
     speculated: set = field(default_factory=set)
     streams: dict = field(default_factory=dict)
     """Batched calls in flight: ``{generator: {machine: Share}}`` (:meth:`dispatch_many`)."""
@@ -154,8 +157,13 @@ class Gather:
 
     def _count(self, call: Call) -> None:
         for t in call.tasks:
-            self.products += t.num_rows * self._cols(t)
+            self.products += self.task_products(t)
             self.rows_dispatched += t.num_rows
+
+    def task_products(self, t) -> int:
+        """The products task ``t`` computes: its rows (or their nonzeros) times its columns."""
+        w = t.num_rows if self.weights is None else self.weights.of(t.rows)
+        return w * self._cols(t)
 
     def _cols(self, t) -> int:
         return (t.cols[1] - t.cols[0]) if t.cols is not None else self.cols_of[t.arg]
@@ -250,7 +258,7 @@ class Gather:
         return tuple(sorted({m for m, _, _ in self.pending.values()}, key=str))
 
     def leftover_products(self) -> int:
-        return sum(t.num_rows * self._cols(t) for _, call, _ in self.pending.values()
+        return sum(self.task_products(t) for _, call, _ in self.pending.values()
                    for t in call.tasks)
 
     def measured_speeds(self, total_products: int, scale: float) -> dict:
@@ -262,7 +270,7 @@ class Gather:
                 out[m] = (o.work * scale / o.elapsed_s, "value")
         now = time.perf_counter()
         for m, call, t_sent in self.pending.values():
-            work = sum(t.num_rows * self._cols(t) for t in call.tasks) / max(1, total_products)
+            work = sum(self.task_products(t) for t in call.tasks) / max(1, total_products)
             if work > 0:
                 out[m] = (work * scale / max(1e-9, now - t_sent), "upper")
         return out

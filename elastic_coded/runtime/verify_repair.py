@@ -9,6 +9,7 @@ import ray
 from ..algebra.verify import check
 from ..schemes.wire import Call, TaskSpec
 from .context import StepContext
+from .executors.common import units
 from .verify_common import StepState, fail
 
 __all__ = ["LagrangeRepair"]
@@ -21,7 +22,7 @@ class LagrangeRepair:
         self.sketch, self.ctx, self.col, self.state = sketch, ctx, col, state
         self.plan, self.code = col.plan, col.code
         self.coded = self.code.encode(Bp)
-        self.total = self.plan.num_rows * Bp.shape[1]
+        self.total = units(ctx, self.plan.num_rows) * Bp.shape[1]
         gone = set(getattr(out.gather, "failed", ())) | set(ctx.crashed)
         self.live = [m for m in ctx.handles if m not in gone]
         self.asked: set = set()  # (piece, position, machine) computed again

@@ -27,6 +27,7 @@ import numpy as np
 import ray
 
 from ..algebra.fields import field as make_field
+from ..algebra.sparse import is_sparse, stack_rows, take_rows
 from ..schemes.wire import Call, CallResult
 
 __all__ = ["Machine", "MachineDied"]
@@ -132,8 +133,8 @@ class Machine:
             for s0, ch in zip(chunk_starts, chunks):
                 lo, hi = max(a, s0), min(b, s0 + ch.shape[0])
                 if lo < hi:
-                    parts.append(np.asarray(ch[lo - s0:hi - s0]))
-            rows = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0], copy=True)
+                    parts.append(take_rows(ch, lo - s0, hi - s0))
+            rows = stack_rows(parts)
             if rows.shape[0] != b - a:
                 raise ValueError(f"store: rows {a}:{b} of {source} not covered by the chunks sent")
             self.stores.setdefault(source, []).append((a, b, self.F.asarray(rows, "A")))
@@ -166,7 +167,7 @@ class Machine:
             if out and a <= out[-1][1]:
                 pa, pb, parr = out[-1]
                 if b > pb:
-                    out[-1] = (pa, b, np.concatenate([parr, arr[pb - a:]]))
+                    out[-1] = (pa, b, stack_rows([parr, arr[pb - a:]]))
             else:
                 out.append((a, b, arr))
         self.stores[source] = out
@@ -242,7 +243,7 @@ class Machine:
                 results.append(await asyncio.to_thread(self.F.matmul, A_rows, X))
             self.check_alive()
             rows_done += t.rows[1] - t.rows[0]
-            products += (t.rows[1] - t.rows[0]) * X.shape[1]
+            products += (A_rows.nnz if is_sparse(A_rows) else A_rows.shape[0]) * X.shape[1]
         if call.step in self._lie:
             results = [self._perturb(H, call.step, i) for i, H in enumerate(results)]
         compute_s = time.perf_counter() - t0

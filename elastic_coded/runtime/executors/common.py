@@ -12,7 +12,7 @@ from ...algebra.lagrange import lagrange_code
 from ...schemes.policies.pull_step import seen_slowed
 from ..gather import Gather
 
-__all__ = ["Outcome", "encode_inputs", "crash_at", "slowed"]
+__all__ = ["Outcome", "encode_inputs", "crash_at", "slowed", "units"]
 
 
 @dataclass
@@ -33,6 +33,12 @@ class Outcome:
     """The step's collector (its results by piece and position), for checks after decoding."""
     pull_rate: float | None = None
     """A pull step at real speed: the products per second per unit of speed it measured."""
+
+
+def units(ctx, num_rows: int) -> int:
+    """The products of ``A`` times one input column: its rows, or a sparse ``A``'s nonzeros
+    (``ctx.weights``).  A step's emulated work is measured against this times its columns."""
+    return num_rows if ctx.weights is None else ctx.weights.total
 
 
 def crash_at(machine, ev) -> float | None:

@@ -29,7 +29,7 @@ from ...schemes.wire import Call, TaskSpec
 from ..context import StepContext
 from ..drain import is_preempted
 from ..gather import Gather, cancel
-from .common import Outcome, encode_inputs, slowed
+from .common import Outcome, encode_inputs, slowed, units
 from .whole import run_whole
 
 __all__ = ["run_pull", "PullGather", "FINE", "history", "pull_pays"]
@@ -78,12 +78,12 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     r = B.shape[1]
     code, coded, refs = encode_inputs(ctx.F, B, plan.L, plan.S)
     t2 = time.perf_counter()
-    total = plan.num_rows * r
-    padded = plan.num_rows * coded.shape[2] * plan.L   # products with the zero columns
+    total = units(ctx, plan.num_rows) * r
+    padded = units(ctx, plan.num_rows) * coded.shape[2] * plan.L  # with the zero columns
     rates = _rates(ctx, plan, padded, prep.speeds)
     sub, q = ps.layout(plan, prep.storage, padded, rates, ctx.options)
     col = LagrangeCollector(sub, code, ctx.patience)
-    g = PullGather(refs, ctx.handles, col, lambda m, c: [])
+    g = PullGather(refs, ctx.handles, col, lambda m, c: [], weights=ctx.weights)
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
     _Loop(ctx, g, q, col, ev, total, (ctx.options or pl.PullOptions()).depth).run()
     td = time.perf_counter()
@@ -102,7 +102,7 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
 def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:
     """``usctec-auto``: this step's execution when the driver did not choose it
     (:func:`~elastic_coded.schemes.policies.pull_step.auto_mode`)."""
-    total = plan.num_rows * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
+    total = units(ctx, plan.num_rows) * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
     return ps.auto_mode(plan, ctx.history, prep.speeds, total, _per(ctx, total), ctx.options)
 
 
@@ -255,7 +255,7 @@ class _Loop:
         m, call, _ = entry
         if started is None:
             started = self.q.started(m, ref)
-        prods = sum(t.num_rows * g._cols(t) for t in call.tasks)
+        prods = sum(g.task_products(t) for t in call.tasks)
         if started:
             g.wasted += prods
         else:

@@ -23,7 +23,7 @@ from ...schemes.registry import policy_of
 from ...schemes.wire import Call, TaskSpec
 from ..context import StepContext
 from ..gather import Gather
-from .common import Outcome, crash_at, encode_inputs, slowed
+from .common import Outcome, crash_at, encode_inputs, slowed, units
 
 __all__ = ["run_whole"]
 
@@ -35,7 +35,7 @@ def run_whole(ctx: StepContext, B: np.ndarray, ev, prep):
     r = B.shape[1]
     code, coded, refs = encode_inputs(ctx.F, B, plan.L, plan.S)
     t2 = time.perf_counter()
-    total = plan.num_rows * r  # the products of A @ B: emulated work is measured against it
+    total = units(ctx, plan.num_rows) * r  # A @ B's products: emulated work is measured on it
     step = ctx.step
     col = LagrangeCollector(plan, code, ctx.patience)
     recovered: set = set()
@@ -49,7 +49,7 @@ def run_whole(ctx: StepContext, B: np.ndarray, ev, prep):
         return [(re.machine, re.handle, Call(step, re.tasks, total))
                 for re in ctx.ctrl.recover(lost, [machine])]
 
-    g = Gather(refs, ctx.handles, col, on_lost)
+    g = Gather(refs, ctx.handles, col, on_lost, weights=ctx.weights)
     g.cols_of = {p: coded.shape[2] for p in range(plan.K)}
     g.dispatch_many([
         (m, None, Call(step, tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position)
