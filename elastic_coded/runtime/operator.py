@@ -64,14 +64,13 @@ def transpose_of(loaded):
 
 
 def start_transposed(cluster, args: dict):
-    """The cluster of ``A^T`` beside ``cluster`` (module docstring): the same policy, code,
+    """The cluster of ``A^T`` beside ``cluster`` (module docstring; of ``cluster``'s class):
+    the same policy, code,
     field, machines, churn script, options and settings (``args``), in the same Ray session;
     its reports in memory only (the report file, if any, is ``cluster``'s)."""
-    from .cluster import ElasticCluster
-
     check_transpose(cluster.policy, cluster._fam.takes_LS)
     report = replace(args["report"], file=None)
-    return ElasticCluster(transpose_of(cluster._loaded), args["policy"], args["machines"], L=cluster.L, S=cluster.S,
+    return type(cluster)(transpose_of(cluster._loaded), args["policy"], args["machines"], L=cluster.L, S=cluster.S,
                          field=cluster.F, churn=args["churn"], options=cluster.options,
                          run=replace(args["run"], transpose=False), verify=args["verify"], ray=args["ray"],
                          report=report)

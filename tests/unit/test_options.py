@@ -18,7 +18,8 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
 # a valid value other than the default, for every field of every group
 OTHER = {
     "run": {"time_scale": 0.25, "seed": 7, "placement": "cyclic", "storage": 0.5,
-            "learn_speeds": False, "allow_lower_S": True, "deadline": None, "chunk_rows": 16},
+            "learn_speeds": False, "allow_lower_S": True, "deadline": None, "chunk_rows": 16,
+            "transpose": True},
     "verify": {"on": False, "tolerance": 1e-6, "strict": True, "exclude_after": None},
     "ray": {"address": "auto", "num_cpus": 3, "cpus_per_worker": 0.5, "machines_per_process": 2,
             "ping_timeout": 2.5, "health_interval": 0.25},
