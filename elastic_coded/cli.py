@@ -28,10 +28,11 @@ TRADEOFF_PROG = "elastic-coded tradeoff"
 
 def _table(rows: list[tuple[str, str]]) -> str:
     w = max(len(k) for k, _ in rows)
-    line = "+" + "-" * (w + 2) + "+" + "-" * 24 + "+"
+    vw = max([22] + [len(v) for _, v in rows])
+    line = "+" + "-" * (w + 2) + "+" + "-" * (vw + 2) + "+"
     out = [line]
     for k, v in rows:
-        out.append(f"| {k:<{w}} | {v:>22} |")
+        out.append(f"| {k:<{w}} | {v:>{vw}} |")
     out.append(line)
     return "\n".join(out)
 
@@ -176,11 +177,13 @@ def _run(args) -> int:
             raise
         print(f"error: {msg}", file=sys.stderr)
         return 2
+    if progress is not None:
+        progress.close()  # pagerank may converge before its last step
     print(_result_table(res))
     if args.json and not _write_reports(args.json, res):
         return 2
-    ok = (not cfg.check) or res.exact_steps == cfg.steps
-    return 0 if ok else 1
+    ok = (not cfg.check) or res.exact_steps == res.steps_done
+    return 0 if ok and res.extra.get("converged", True) else 1
 
 
 def _interrupted(res, args) -> int:
@@ -219,9 +222,15 @@ def _result_table(res) -> str:
     ]
     if res.answer_error is not None:
         label = {"power_iteration": "1 - |cos| to top eigvec",
-                 "subspace_iteration": "1 - cos to top-k subspace"}.get(cfg.job,
-                                                                      "rel. dist. to lstsq")
+                 "subspace_iteration": "1 - cos to top-k subspace",
+                 "pagerank": "L1 distance to scipy's ranks"}.get(cfg.job, "rel. dist. to lstsq")
         rows.insert(4, (label, f"{res.answer_error:.2e}"))
+    x = res.extra
+    if cfg.job == "pagerank" and x:
+        rows.insert(1, ("graph: nodes / edges / dangling",
+                        f"{x['nodes']:,} / {x['edges']:,} / {x['dangling']:,}"))
+        rows.insert(3, ("iterations (scipy's)", f"{x['iterations']} ({x['reference_iterations']})"
+                        + ("" if x["converged"] else ", not converged")))
     return _table(rows)
 
 
@@ -232,7 +241,7 @@ def _write_reports(path: str, res) -> bool:
         with open(path, "w") as fh:
             json.dump({"summary": res.summary, "steps_done": res.steps_done,
                        "exact_steps": res.exact_steps, "max_step_error": res.max_step_error,
-                       "answer_error": res.answer_error,
+                       "answer_error": res.answer_error, "extra": res.extra,
                        "reports": [r.to_dict() for r in res.reports]}, fh, indent=1, default=str)
     except OSError as exc:
         print(f"error: --json: cannot write {path!r}: {exc.strerror or exc}", file=sys.stderr)

@@ -3,10 +3,13 @@ value and the rule.
 
 Example (``examples/quickstart.yaml`` is a complete one)::
 
-    job: subspace_iteration     # matmul | power_iteration | subspace_iteration | regression
-    steps: 30
+    job: subspace_iteration     # matmul | power_iteration | subspace_iteration | regression |
+                                # pagerank
+    steps: 30                   # pagerank: at most this many iterations
     seed: 0
-    matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}
+    matrix: {rows: 480, cols: 480}   # generated (seeded); or {path: A.npy}, or a sparse
+                                # {path: A.npz}; pagerank: {nodes, edges} or {path: G.npz}
+    pagerank: {damping: 0.85, tol: 1e-10}    # pagerank only
     input_cols: 4               # columns of B per step (matmul; subspace_iteration: k vectors)
     field: real                 # real | gf(p) | gf(<prime>) | gf(2^T)
     policy: usctec-auto         # usctec-auto | usctec | usctec-pull | dynamic | proportional |
@@ -43,7 +46,7 @@ from .schemes.policies import family_of, parse_options, policy_names
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
 
-JOBS = ("matmul", "power_iteration", "subspace_iteration", "regression")
+JOBS = ("matmul", "power_iteration", "subspace_iteration", "regression", "pagerank")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,12 @@ class RunConfig:
     verify: VerifyOptions = dc_field(default_factory=VerifyOptions)
     ray: RayOptions = dc_field(default_factory=RayOptions)
     report: ReportOptions = dc_field(default_factory=ReportOptions)
+    edges: int = 0
+    """pagerank: edges of the generated graph (of ``rows`` nodes)."""
+    damping: float = 0.85
+    """pagerank: the damping factor."""
+    tol: float = 1e-10
+    """pagerank: stop once an iteration changes the ranks by less than this (L1)."""
 
     @property
     def seed(self) -> int:
@@ -108,7 +117,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     if not isinstance(doc, Mapping):
         raise ConfigError(f"config: a mapping of keys, got {type(doc).__name__}")
     known = {"job", "steps", "matrix", "input_cols", "field", "policy", "L", "S", "machines",
-             "churn", "check", "options", "masters", *GROUPS, *_TOP_LEVEL}
+             "churn", "check", "options", "masters", "pagerank", *GROUPS, *_TOP_LEVEL}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"config: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -118,16 +127,25 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     matrix = doc.get("matrix", {}) or {}
     if not isinstance(matrix, Mapping):
         raise _err("matrix", matrix, "must be a mapping {rows, cols} or {path}")
-    bad = set(matrix) - {"rows", "cols", "path"}
+    keys = ("nodes", "edges", "path") if job == "pagerank" else ("rows", "cols", "path")
+    bad = set(matrix) - set(keys)
     if bad:
-        raise ConfigError(f"config key 'matrix': unknown keys {sorted(bad)}; known: rows, cols, path")
+        raise ConfigError(f"config key 'matrix': unknown keys {sorted(bad)} for job {job!r}; "
+                          f"known: {', '.join(keys)}")
     path = matrix.get("path")
     if path is not None:
         path = os.path.join(base_dir, path) if not os.path.isabs(path) else path
         if not os.path.exists(path):
-            raise _err("matrix.path", matrix.get("path"), "must name an existing .npy file")
+            raise _err("matrix.path", matrix.get("path"), "must name an existing .npy or .npz file")
+        if job == "pagerank" and not path.endswith(".npz"):
+            raise _err("matrix.path", matrix.get("path"), "must name a graph's .npz file "
+                       "(elastic_coded.pagerank.save_graph) for job 'pagerank'")
+    if job == "pagerank":
+        matrix = {"rows": matrix.get("nodes", 100_000), "cols": matrix.get("nodes", 100_000),
+                  "edges": matrix.get("edges", 1_000_000)}
     rows = _int({"matrix.rows": matrix.get("rows", 240)}, "matrix.rows", 240, 1)
     cols = _int({"matrix.cols": matrix.get("cols", 120)}, "matrix.cols", 120, 1)
+    pr = _pagerank(doc, job, matrix)
     if job in ("power_iteration", "subspace_iteration") and path is None and rows != cols:
         raise ConfigError(f"config key 'matrix': {job} needs a square matrix, got "
                           f"rows={rows}, cols={cols}")
@@ -136,7 +154,8 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         make_field(fld)
     except (TypeError, ValueError) as exc:
         raise _err("field", fld, f"is not a field: {exc}") from None
-    if job in ("power_iteration", "subspace_iteration", "regression") and make_field(fld).exact:
+    if job in ("power_iteration", "subspace_iteration", "regression", "pagerank") and \
+            make_field(fld).exact:
         raise _err("field", fld, f"must be 'real' for job {job!r} (it normalises vectors)")
     policy = doc.get("policy", "usctec-auto")
     if policy not in policy_names():
@@ -165,7 +184,26 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
         job=job, steps=_int(doc, "steps", 10, 1), rows=rows, cols=cols, path=path,
         input_cols=_int(doc, "input_cols", 4, 1), field=fld, policy=policy, L=L, S=S,
         machines=machines, churn=churn, check=doc.get("check", True), options=options,
-        masters=masters, **groups)
+        masters=masters, **pr, **groups)
+
+
+def _pagerank(doc: Mapping, job: str, matrix: Mapping) -> dict:
+    """pagerank's settings (``matrix.edges``, ``pagerank: {damping, tol}``), checked."""
+    sec = doc.get("pagerank")
+    if job != "pagerank":
+        if sec is not None:
+            raise _err("pagerank", sec, "is only for job 'pagerank'")
+        return {}
+    sec = sec or {}
+    if not isinstance(sec, Mapping) or set(sec) - {"damping", "tol"}:
+        raise _err("pagerank", sec, "must be a mapping with keys damping, tol")
+    damping = _num({"pagerank.damping": sec.get("damping", 0.85)}, "pagerank.damping", 0.85,
+                   0, 1, lo_open=True)
+    if damping >= 1:
+        raise _err("pagerank.damping", damping, "must be < 1")
+    return {"edges": _int({"matrix.edges": matrix["edges"]}, "matrix.edges", 0, 1),
+            "damping": damping, "tol": _num({"pagerank.tol": sec.get("tol", 1e-10)},
+                                            "pagerank.tol", 1e-10, 0, lo_open=True)}
 
 
 _TOP_LEVEL = ("seed", "placement", "storage", "time_scale", "allow_lower_S",

@@ -1,6 +1,6 @@
 """Jobs a user runs on an :class:`~elastic_coded.runtime.ElasticCluster`: a stream of products,
-power iteration, and linear regression by gradient descent.  Used by the CLI, the examples and
-``ray job submit``."""
+power iteration, linear regression by gradient descent, and PageRank on a sparse graph
+(:mod:`elastic_coded.pagerank`).  Used by the CLI, the examples and ``ray job submit``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from .algebra.fields import field as make_field, relative_error
 from .config import RunConfig
@@ -37,7 +38,9 @@ class JobResult:
     """Steps whose product matched the direct product (exactly, or to 1e-9 in the reals)."""
     answer_error: float | None = None
     """Power iteration: ``1 - |cos|`` to numpy's top eigenvector; regression: relative distance
-    to the least-squares solution."""
+    to the least-squares solution; pagerank: L1 distance to scipy's power iteration's ranks."""
+    extra: dict = field(default_factory=dict)
+    """pagerank: ``iterations``, ``converged``, ``reference_iterations``, ``reference_s``."""
     wall_s: float = 0.0
     steps_done: int = 0
     """Steps that returned a product (``config.steps`` unless interrupted)."""
@@ -47,7 +50,19 @@ def make_problem(cfg: RunConfig) -> dict:
     """Seeded data for the job: ``A`` (or its path) and what the job needs besides."""
     rng = np.random.default_rng(cfg.seed)
     F = make_field(cfg.field)
+    if cfg.job == "pagerank":
+        from . import pagerank as pr
+
+        if cfg.path is not None:
+            M, dangling = pr.load_graph(cfg.path)
+        else:
+            M, dangling = pr.google_matrix(pr.power_law_graph(cfg.rows, cfg.edges, cfg.seed))
+        return {"A": M, "A_local": M, "rng": rng, "F": F, "dangling": dangling}
     if cfg.path is not None:
+        if cfg.path.endswith(".npz"):
+            import scipy.sparse as sp
+
+            return {"A": cfg.path, "A_local": sp.load_npz(cfg.path), "rng": rng, "F": F}
         A = np.load(cfg.path, mmap_mode="r")
         return {"A": cfg.path, "A_local": A, "rng": rng, "F": F}
     if family_of(cfg.policy) == "hetero":
@@ -164,7 +179,7 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
 
 def _check_product(F, A, B, Y) -> tuple[bool, float]:
     """Whether ``Y`` is ``A @ B`` (exactly, or to 1e-9 in the reals), and the error."""
-    want = F.matmul(np.asarray(A), B)
+    want = F.matmul(A if sp.issparse(A) else np.asarray(A), B)
     if F.exact:
         return bool(np.array_equal(Y, want)), 0.0
     err = relative_error(Y, want)
@@ -201,7 +216,11 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
             cluster = ElasticCluster(prob["A"], cfg.policy, **cluster_kwargs(cfg, F))
         if on_ready is not None:
             on_ready(cluster)
-        x = _steps(cfg, prob, cluster, res, on_step)
+        if cfg.job == "pagerank":
+            _pagerank(cfg, prob, cluster, res, on_step)
+            x = None
+        else:
+            x = _steps(cfg, prob, cluster, res, on_step)
         if cfg.job == "power_iteration" and "top" in prob:
             res.answer_error = float(1 - abs(x @ prob["top"]))
         elif cfg.job == "subspace_iteration" and "top_k" in prob:
@@ -232,7 +251,9 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
     (power iteration, regression)."""
     F, rng = prob["F"], prob["rng"]
     hetero = family_of(cfg.policy) == "hetero"
-    A_local = prob["A_local"] if hetero else np.asarray(prob["A_local"])
+    A_local = prob["A_local"]
+    if not hetero and not sp.issparse(A_local):
+        A_local = np.asarray(A_local)
     n = None if hetero else A_local.shape[1]
     x = rng.standard_normal(n) if cfg.job != "matmul" else None
     if cfg.job == "subspace_iteration":  # block power iteration on input_cols vectors
@@ -267,3 +288,32 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
         if on_step is not None:
             on_step(step, cluster.reports[-1] if cluster.reports else None)
     return x
+
+
+def _pagerank(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> None:
+    """PageRank (:func:`elastic_coded.pagerank.pagerank`): each iteration's ``M r`` is a step of
+    the cluster, checked against scipy's ``M @ r``; the ranks are compared with scipy's own
+    power iteration on the same matrix (``res.answer_error``, L1)."""
+    from . import pagerank as pr
+
+    M, dangling, F = prob["A_local"], prob["dangling"], prob["F"]
+
+    def matvec(r):
+        y = cluster.multiply(r)
+        res.steps_done += 1
+        if cfg.check:
+            good, err = _check_product(F, M, r[:, None], y[:, None])
+            res.exact_steps += good
+            res.max_step_error = max(res.max_step_error, err)
+        if on_step is not None:
+            on_step(res.steps_done - 1, cluster.reports[-1] if cluster.reports else None)
+        return y
+
+    out = pr.pagerank(matvec, M.shape[0], dangling, cfg.damping, cfg.tol, cfg.steps)
+    t0 = time.perf_counter()
+    ref = pr.reference_pagerank(M, dangling, cfg.damping, cfg.tol, cfg.steps)
+    res.answer_error = float(np.abs(out.ranks - ref.ranks).sum())
+    res.extra = {"iterations": out.iterations, "converged": out.converged,
+                 "reference_iterations": ref.iterations,
+                 "reference_s": time.perf_counter() - t0, "nodes": M.shape[0], "edges": M.nnz,
+                 "dangling": int(np.sum(dangling))}
