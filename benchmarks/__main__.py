@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory", "scale", "sim_fidelity")
+         "verify", "memory", "scale", "sim_fidelity", "sparse")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -71,6 +71,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "sim_fidelity":
         import bench_sim_fidelity
         bench_sim_fidelity.run(quick, out)  # draws its plot when matplotlib is installed
+    elif name == "sparse":
+        import bench_sparse
+        bench_sparse.run(quick, out)
     elif name == "sweeps":
         import bench_sweeps
         res = bench_sweeps.run(quick, out)
@@ -137,6 +140,13 @@ def _tail_rows(out: str, add) -> None:
             f"{a:.0f} / {b:.0f} MiB ({mem['shared']['processes_at_peak']} / "
             f"{mem['one_per_process']['processes_at_peak']} processes)", "below one per machine",
             a < b, "memory.json")
+    sp = _load(out, "sparse.json")
+    if sp:
+        base, run = sp["large"]["scipy_s"], sp["large"]["runs"][0]
+        add(f"sparse matvec {sp['nodes']:,} nodes, {sp['nnz']:,} nonzeros: default step / "
+            f"scipy's one-process A @ x", f"{run['median_step_s'] / base:.1f}x "
+            f"({1000 * run['median_step_s']:.0f} / {1000 * base:.0f} ms)", "<= 1x",
+            run["median_step_s"] <= base, "sparse.json")
     un = _load(out, "unified.json")
     if un:
         ok = all(abs(p["measured_load"] - p["L"]) < 1e-9 for p in un["points"])

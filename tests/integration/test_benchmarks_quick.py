@@ -23,7 +23,8 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
-                 "verify_quick", "schedulers_quick", "scale_quick", "sim_fidelity_quick"):
+                 "verify_quick", "schedulers_quick", "scale_quick", "sim_fidelity_quick",
+                 "sparse_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -51,6 +52,9 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
         for p in ("usctec-auto", "usctec-pull", "usctec", "dynamic", "proportional"):
             r = case["policies"][p]
             assert r["runtime_median_s"] > 0 and r["sim_cost_median_s"] > 0, p
+    spq = json.loads((out / "sparse_quick.json").read_text())
+    for r in spq["large"]["runs"] + spq["small"]["runs"]:  # every product matched scipy's
+        assert r["median_step_s"] > 0 and r["max_rel_error"] < 1e-12, r["policy"]
     sw = json.loads((out / "sweeps.json").read_text())
     for key in ("slowdown", "heterogeneity", "churn", "scale"):
         for pt in sw[key]:
