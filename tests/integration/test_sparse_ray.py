@@ -105,3 +105,19 @@ def test_eigsh_through_the_operator_agrees_with_scipy(ray_session):
         assert np.abs(w - w0).max() <= 1e-8 * np.abs(w0).max()
         with pytest.raises(ValueError, match="transpose=True"):
             c.as_linear_operator().rmatvec(np.ones(150))
+
+
+def test_the_pagerank_job_matches_scipys_power_iteration_under_churn(ray_session):
+    from elastic_coded.config import parse_config
+    from elastic_coded.jobs import run_job
+
+    cfg = parse_config({
+        "job": "pagerank", "steps": 100, "matrix": {"nodes": 5000, "edges": 40_000},
+        "pagerank": {"damping": 0.85, "tol": 1e-12}, "L": 2, "S": 1, "storage": 0.8,
+        "machines": 6, "churn": {"events": [{"step": 3, "crash": "m1"},
+                                            {"step": 6, "slow": "m2", "factor": 5}]}})
+    res = run_job(cfg)
+    assert res.extra["converged"] and res.extra["iterations"] == res.steps_done
+    assert res.extra["iterations"] == res.extra["reference_iterations"]
+    assert res.exact_steps == res.steps_done and res.answer_error < 1e-12
+    assert res.extra["dangling"] > 0 and res.summary["failures"] >= 1

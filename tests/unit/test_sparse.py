@@ -185,3 +185,31 @@ def test_unified_and_hetero_refuse_sparse_naming_the_memory_it_would_take():
         FAMILIES["hetero"].load(field("real"), [np.ones((3, 2)), A])
     with pytest.raises(ValueError, match="transpose: policy 'unified' codes A itself"):
         check_transpose("unified", False)
+
+
+def test_the_cluster_refuses_sparse_and_transpose_under_unified_before_ray_starts():
+    from elastic_coded.runtime import ElasticCluster
+
+    A = sp.random(40, 10, density=0.2, random_state=1, format="csr")
+    with pytest.raises(ValueError, match="transpose: policy 'unified' codes A itself"):
+        ElasticCluster(A.toarray(), "unified", machines=4, transpose=True)
+    with pytest.raises(ValueError, match="A: policy 'unified' codes A itself"):
+        ElasticCluster(A, "unified", machines=4)
+    with pytest.raises(ValueError, match="transpose: .yes. must be True or False"):
+        ElasticCluster(A, L=2, S=1, machines=4, transpose="yes")
+
+
+def test_pagerank_config_keys_are_checked():
+    from elastic_coded.config import ConfigError, parse_config
+
+    cfg = parse_config({"job": "pagerank", "matrix": {"nodes": 1000, "edges": 5000}})
+    assert (cfg.rows, cfg.cols, cfg.edges, cfg.damping, cfg.tol) == (1000, 1000, 5000, 0.85,
+                                                                      1e-10)
+    with pytest.raises(ConfigError, match="'pagerank.damping': 1.0 must be < 1"):
+        parse_config({"job": "pagerank", "pagerank": {"damping": 1.0}})
+    with pytest.raises(ConfigError, match="unknown keys \\['rows'\\] for job 'pagerank'"):
+        parse_config({"job": "pagerank", "matrix": {"rows": 10}})
+    with pytest.raises(ConfigError, match="'pagerank'.*is only for job 'pagerank'"):
+        parse_config({"job": "matmul", "pagerank": {"damping": 0.5}})
+    with pytest.raises(ConfigError, match="'field'.*must be 'real' for job 'pagerank'"):
+        parse_config({"job": "pagerank", "field": "gf(p)"})
