@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["is_sparse", "as_field_sparse", "matmul", "vstack", "sq_norm", "top", "nnz_rows",
+__all__ = ["is_sparse", "as_field_sparse", "matmul", "vstack", "sq_norm", "top",
            "row_nnz", "take_rows", "stack_rows", "RowWeights", "weights_of", "balanced_order"]
 
 INT64_LIMIT = 2 ** 63
@@ -71,11 +71,6 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
 def row_nnz(A) -> np.ndarray:
     """Nonzeros per row of a CSR ``A``."""
     return np.diff(A.indptr)
-
-
-def nnz_rows(A, a: int, b: int) -> int:
-    """Nonzeros in rows ``a:b`` of a CSR ``A``."""
-    return int(A.indptr[b] - A.indptr[a])
 
 
 def vstack(parts: list):
