@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from results_io import write_results  # noqa: E402
+from results_io import publish  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec", "dynamic")
 TIME_SCALE = 0.5
@@ -328,11 +328,7 @@ def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
         res["sizes"].append(run_size(M, steps, warm))
     res["planner"] = [planner_ms(M) for M in ((96, 1000) if not quick else (96,))]
     res["wall_s"] = time.time() - t0
-    md = to_markdown(res)
-    write_results(out_dir, "scale" + ("_quick" if quick else ""), res, md)
-    plot(res, out_dir)
-    print(md)
-    return res
+    return publish(out_dir, "scale" + ("_quick" if quick else ""), res, to_markdown(res), plot)
 
 
 if __name__ == "__main__":

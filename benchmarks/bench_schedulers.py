@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from results_io import write_results  # noqa: E402
+from results_io import publish  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
@@ -343,14 +343,7 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
             res["order"].append(key)
     res["wall_s"] = time.time() - t0
     name = "schedulers" + (f"_{tag}" if tag else ("_quick" if quick else ""))
-    md = to_markdown(res)
-    write_results(out_dir, name, res, md)
-    try:
-        plot(res, out_dir)
-    except ImportError:
-        pass
-    print(md)
-    return res
+    return publish(out_dir, name, res, to_markdown(res), plot)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from results_io import write_results  # noqa: E402
+from results_io import publish, write_results  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec-pull", "usctec", "dynamic", "proportional")
 L, S = 4, 2
@@ -291,14 +291,7 @@ def run(quick: bool = False, out_dir: str | None = None, cost_path: str | None =
                        "ray": ray.__version__}}
     res["wall_s"] = time.time() - t0
     name = "sim_fidelity" + ("_quick" if quick else "")
-    md = to_markdown(res)
-    write_results(out_dir, name, res, md)
-    try:
-        plot(res, out_dir)
-    except ImportError:
-        pass
-    print(md)
-    return res
+    return publish(out_dir, name, res, to_markdown(res), plot)
 
 
 if __name__ == "__main__":

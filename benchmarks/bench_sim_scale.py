@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from results_io import write_results  # noqa: E402
+from results_io import publish  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec", "usctec-pull", "dynamic", "proportional")
 L, S = 4, 2
@@ -140,10 +140,7 @@ def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     growth(res)
     res["wall_s"] = time.time() - t0
-    md = to_markdown(res)
-    write_results(out_dir, "sim_scale" + ("_quick" if quick else ""), res, md)
-    print(md)
-    return res
+    return publish(out_dir, "sim_scale" + ("_quick" if quick else ""), res, to_markdown(res))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from results_io import write_results  # noqa: E402
+from results_io import publish  # noqa: E402
 
 TIME_SCALE = 1e-3
 CHUNKS = (1, 4, 8)
@@ -193,9 +193,7 @@ def run(quick: bool = False, out_dir: str | None = None, machines: int = 8) -> d
     res = measure((4, 8) if quick else (machines, 3 * machines), 3 if quick else 8)
     cmd = "python -m benchmarks calibrate" + (" --quick" if quick else "")
     name = "runtime_cost" + ("_quick" if quick else "")
-    write_results(out_dir, name, res, to_markdown(res, cmd))
-    print(to_markdown(res, cmd))
-    return res
+    return publish(out_dir, name, res, to_markdown(res, cmd))
 
 
 if __name__ == "__main__":
