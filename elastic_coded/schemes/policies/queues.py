@@ -1,0 +1,463 @@
+"""The pull policies' queues (:mod:`.pull` describes the rules).  Pure: no Ray.
+
+:class:`CodedQueue` holds ``usctec-pull``'s rules, :class:`DynamicQueue` the ``dynamic``
+baseline's.  Both answer :meth:`~_Base.next_for` (the next call's units for a machine with
+room) and are told what was sent, finished, cancelled, decoded and lost.  Times are seconds of
+the caller's clock.
+
+They are asked by every idle machine at every event, so what one answer needs is kept indexed
+rather than rescanned: the calls holding each piece (to cancel on a decode), the machines
+storing each piece as sets, the rows each machine stores as a pointer into ``dynamic``'s chunks,
+its running chunks in backup order, and, for the coded rules, the expected finish times, queue
+ends and backup candidates of the current instant, kept until the state changes
+(``_ver``).  The answers are the same as a rescan's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field, replace
+
+__all__ = ["CodedQueue", "DynamicQueue"]
+
+
+@dataclass
+class _Running:
+    unit: object
+    key: object
+    start: float | None = None   # known once the call ahead of it on the machine finished
+
+
+@dataclass
+class _Base:
+    """What both queues keep: units running (by call), results, machine rates."""
+
+    need: int
+    holders: tuple                     # holders[piece] -> machines storing its rows
+    products: dict                     # unit -> products (rows x columns)
+    rate: dict = field(default_factory=dict)      # machine -> products per second
+    running: dict = field(default_factory=dict)   # machine -> [_Running, ...] in FIFO order
+    done: dict = field(default_factory=dict)      # piece -> positions finished
+    complete: set = field(default_factory=set)
+    dead: set = field(default_factory=set)
+    orphans: list = field(default_factory=list)
+    pos: dict = field(default_factory=dict)       # piece -> {position: calls running it}
+    stuck: dict = field(default_factory=dict)     # piece -> {position: of those, stuck}
+    # indexes (see the module docstring)
+    _hset: tuple = field(default=(), repr=False)
+    _calls: dict = field(default_factory=dict, repr=False)     # (m, key) -> (seq, pieces)
+    _by_piece: dict = field(default_factory=dict, repr=False)  # piece -> {(m, key): None}
+    _order: dict = field(default_factory=dict, repr=False)     # m -> its place in running
+    _mver: dict = field(default_factory=dict, repr=False)      # m -> changes of its calls
+    _seq: int = 0
+    _ver: int = 0
+
+    def __post_init__(self):
+        self._hset = tuple(frozenset(h) for h in self.holders)
+
+    def _touch(self) -> None:
+        self._ver += 1
+
+    def can_run(self, m, unit) -> bool:
+        return m in self._hset[unit.piece]
+
+    def calls_in_flight(self, m) -> int:
+        return len({r.key for r in self.running.get(m, [])})
+
+    def running_positions(self, piece: int) -> set:
+        live = self.stuck.get(piece, {})
+        return {p for p, n in self.pos.get(piece, {}).items() if n > live.get(p, 0)}
+
+    def covered(self, piece: int) -> bool:
+        """``piece`` decoded, or enough of its positions finished or under way (a unit waiting
+        behind an overdue call on its machine does not count: see :meth:`refresh`)."""
+        if piece in self.complete:
+            return True
+        return len(self.done.get(piece, set()) | self.running_positions(piece)) >= self.need
+
+    def refresh(self, now: float) -> None:
+        """Called before a round of :meth:`next_for` at time ``now`` (no-op here)."""
+
+    def _count(self, units, step: int) -> None:
+        for u in units:
+            d = self.pos.setdefault(u.piece, {})
+            d[u.position] = d.get(u.position, 0) + step
+
+    def _mtouch(self, m) -> None:
+        self._mver[m] = self._mver.get(m, 0) + 1
+
+    def _put(self, m, rs: list) -> None:
+        self._mtouch(m)
+        if m not in self.running:
+            self._order[m] = self._seq
+            self._seq += 1
+        self.running[m] = rs
+
+    def _unindex(self, m, key) -> None:
+        entry = self._calls.pop((m, key), None)
+        for p in entry[1] if entry else ():
+            self._by_piece.get(p, {}).pop((m, key), None)
+
+    # -- events ----------------------------------------------------------------------------
+    def sent(self, m, units, key, now: float) -> None:
+        """The call ``key`` with ``units`` (run in order) went to ``m``."""
+        rs = self.running.get(m, [])
+        idle = not rs
+        self._put(m, rs + [_Running(u, key, now if idle else None) for u in units])
+        self._count(units, 1)
+        seq, old = self._calls.get((m, key), (self._seq, []))
+        self._seq += 1
+        self._calls[(m, key)] = (seq, old + [u.piece for u in units])
+        for u in units:
+            self._by_piece.setdefault(u.piece, {})[(m, key)] = None
+        self._touch()
+
+    def _restart(self, m, now: float) -> None:
+        rs = self.running.get(m, [])
+        if rs and rs[0].start is None:
+            self._mtouch(m)
+            key = rs[0].key
+            for r in rs:
+                if r.key == key:
+                    r.start = now
+
+    def finished(self, m, key, now: float, elapsed: float) -> list:
+        """The call ``key`` came back from ``m`` after computing ``elapsed`` seconds: its
+        units (empty when the call is not one of this queue's)."""
+        rs = self.running.get(m, [])
+        mine = [r.unit for r in rs if r.key == key]
+        self._put(m, [r for r in rs if r.key != key])
+        self._unindex(m, key)
+        self._count(mine, -1)
+        self._restart(m, now)
+        if mine and elapsed > 0:
+            obs = sum(self.products[u] for u in mine) / elapsed
+            self.rate[m] = obs if m not in self.rate else 0.5 * (self.rate[m] + obs)
+            self._mtouch(m)
+        for u in mine:
+            self.done.setdefault(u.piece, set()).add(u.position)
+        self._touch()
+        return mine
+
+    def dropped(self, m, key, now: float) -> None:
+        """The call ``key`` on ``m`` was cancelled."""
+        rs = self.running.get(m, [])
+        self._count([r.unit for r in rs if r.key == key], -1)
+        self._put(m, [r for r in rs if r.key != key])
+        self._unindex(m, key)
+        self._restart(m, now)
+        self._touch()
+
+    def started(self, m, key) -> bool:
+        rs = self.running.get(m, [])
+        return bool(rs) and rs[0].key == key
+
+    def decoded(self, piece: int) -> list:
+        """``piece`` decoded: the calls ``[(machine, key), ...]`` still running that hold
+        nothing else still needed, to cancel (in the order of the machines' first calls, then
+        of their calls)."""
+        self.complete.add(piece)
+        self._touch()
+        out = [mk for mk in self._by_piece.pop(piece, {})
+               if all(p in self.complete for p in self._calls[mk][1])]
+        return sorted(out, key=lambda mk: (self._order[mk[0]], self._calls[mk][0]))
+
+    def lost(self, m) -> None:
+        """``m`` died: its running units go back to the queue."""
+        self.dead.add(m)
+        gone = self.running.pop(m, [])
+        self._order.pop(m, None)
+        self._mtouch(m)
+        for key in dict.fromkeys(r.key for r in gone):
+            self._unindex(m, key)
+        self._count([r.unit for r in gone], -1)
+        self.orphans.extend(r.unit for r in gone)
+        self._touch()
+
+    def _orphan_for(self, m) -> list:
+        for i, u in enumerate(self.orphans):
+            if self.covered(u.piece):
+                continue
+            if self.can_run(m, u):
+                self._touch()
+                return [self.orphans.pop(i)]
+        return []
+
+
+def _kth_with(times: list, k: int, x: float) -> float:
+    """The ``k``-th smallest (1-based) of ``times`` (sorted, at least ``k`` long) and ``x``."""
+    if x >= times[k - 1]:
+        return times[k - 1]
+    return x if k == 1 else max(times[k - 2], x)
+
+
+class CodedQueue(_Base):
+    """The ``usctec-pull`` rules (see :mod:`.pull`).  ``queues[m]``: the units planned on ``m``,
+    in order; ``K``: positions of the code (``L + S``); ``rate``: products per second expected
+    of each machine until it returns a call in this step; ``batch_s``: the expected duration of
+    one call of planned units (several units go in one call)."""
+
+    def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
+                 rate: dict, batch_s: float = 0.0, margin: float = 0.1):
+        super().__init__(need, holders, products, dict(rate))
+        self.queues = {m: list(q) for m, q in queues.items()}
+        self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.stolen = self.backups = 0
+        self.returned: set = set()
+        self._memo_key, self._memo = None, {}
+        self._kept: dict = {}   # m -> (its version, valid until, finish times)
+
+    def finished(self, m, key, now: float, elapsed: float) -> list:
+        self.returned.add(m)
+        return super().finished(m, key, now, elapsed)
+
+    def lost(self, m) -> None:
+        """``m`` died: its running and its queued units go back to the queue."""
+        super().lost(m)
+        self.orphans.extend(self.queues.pop(m, []))
+
+    def _now(self, now: float) -> dict:
+        """What is known of the instant ``now`` in the present state (cleared by any change)."""
+        if self._memo_key != (now, self._ver):
+            self._memo_key, self._memo = (now, self._ver), {}
+        return self._memo
+
+    # expected times --------------------------------------------------------------------------
+    def _rate(self, m) -> float:
+        return self.rate.get(m) or 1e-9
+
+    def _finish_times(self, m, now: float) -> list:
+        """Expected finish of each unit running on ``m`` (a call overdue is expected to take
+        as long again as it has taken so far).  Until a started unit is overdue they do not
+        depend on ``now``, so they are kept while ``m``'s calls and rate stay the same."""
+        memo = self._now(now).setdefault("finish", {})
+        if m in memo:
+            return memo[m]
+        kept = self._kept.get(m)
+        if kept is not None and kept[0] == self._mver.get(m) and now <= kept[1]:
+            memo[m] = kept[2]
+            return kept[2]
+        out, t, rate = [], now, self._rate(m)
+        rs = self.running.get(m, [])
+        until = float("inf") if rs and rs[0].start is not None else -float("inf")
+        for r in rs:
+            start = r.start if r.start is not None else t
+            est = start + self.products[r.unit] / rate
+            if r.start is not None:
+                until = min(until, est)
+            if est < now:
+                est = now + (now - start)
+            t = max(t, est)
+            out.append((r, t))
+        memo[m] = out
+        self._kept[m] = (self._mver.get(m), until, out)
+        return out
+
+    def refresh(self, now: float) -> None:
+        """Units in a call waiting behind an overdue one on its machine are *stuck*: they no
+        longer cover their piece, so idle machines may compute the piece elsewhere."""
+        self.stuck = {}
+        self._touch()
+        for m, rs in self.running.items():
+            if not rs or rs[0].start is None:
+                continue
+            head = rs[0].key
+            work = sum(self.products[r.unit] for r in rs if r.key == head)
+            if now <= rs[0].start + work / self._rate(m):
+                continue
+            for r in rs:
+                if r.key != head:
+                    d = self.stuck.setdefault(r.unit.piece, {})
+                    d[r.unit.position] = d.get(r.unit.position, 0) + 1
+
+    def _free_at(self, m, now: float) -> float:
+        ft = self._finish_times(m, now)
+        return ft[-1][1] if ft else now
+
+    def _queue_end(self, m, now: float) -> float:
+        work = sum(self.products[u] for u in self.queues.get(m, ()) if not self.covered(u.piece))
+        return self._free_at(m, now) + work / self._rate(m)
+
+    # the rules -------------------------------------------------------------------------------
+    def next_for(self, m, now: float) -> list:
+        """The next call's units for ``m``: a lost unit, its own next needed units (about
+        ``batch_s`` of work), a unit stolen from the machine expected to finish last, or a
+        coded backup; ``[]`` when nothing helps."""
+        if m in self.dead:
+            return []
+        out = self._orphan_for(m)
+        if out:
+            return out
+        q = self.queues.get(m, [])
+        # slow start: one unit per call until the machine has returned one in this step, so a
+        # machine that straggles from the start holds little; then calls of ``batch_s``
+        budget = self.batch_s * self._rate(m) if m in self.returned else 0.0
+        work = 0.0
+        while q and (not out or work + self.products[q[0]] <= budget * 1.000001):
+            u = q.pop(0)
+            if not self.covered(u.piece):
+                out.append(u)
+                work += self.products[u]
+        if out:
+            self._touch()
+            return out
+        u = self._steal(m, now)
+        if u is not None:
+            self.stolen += 1
+            return [u]
+        u = self._backup(m, now)
+        if u is not None:
+            self.backups += 1
+            return [u]
+        return []
+
+    def _ends(self, now: float) -> list:
+        """``(end, place, machine)`` of every non-empty queue, latest end first (ties: in the
+        queues' order)."""
+        memo = self._now(now)
+        if "ends" not in memo:
+            ends = [(self._queue_end(v, now), i, v)
+                    for i, (v, q) in enumerate(self.queues.items()) if q]
+            memo["ends"] = sorted(ends, key=lambda e: (-e[0], e[1]))
+        return memo["ends"]
+
+    def _steal(self, m, now: float):
+        """The last needed unit ``m`` can run of the queue expected to end last, if ``m``
+        would finish it before that queue ends."""
+        mine_free = self._free_at(m, now)
+        rate = self._rate(m)
+        for end, _, v in self._ends(now):
+            if end <= mine_free:
+                return None  # no later queue ends after m is free
+            if v == m:
+                continue
+            q = self.queues[v]
+            for i in range(len(q) - 1, -1, -1):
+                u = q[i]
+                if self.covered(u.piece) or not self.can_run(m, u):
+                    continue
+                if mine_free + self.products[u] / rate < end:
+                    self._touch()
+                    return q.pop(i)
+                break
+        return None
+
+    def _candidates(self, now: float) -> list:
+        """Per piece running and not decoded, with a free position and results still due:
+        ``(piece, k-th expected finish, the one before it or None, a unit, free position)``,
+        ``k`` the results it still needs."""
+        memo = self._now(now)
+        if "cands" in memo:
+            return memo["cands"]
+        fin: dict = {}
+        for v in self.running:
+            for r, t in self._finish_times(v, now):
+                fin.setdefault(r.unit.piece, []).append((t, r.unit))
+        out = []
+        for piece, lst in fin.items():
+            if piece in self.complete:
+                continue
+            done = self.done.get(piece, set())
+            used = done | {u.position for _, u in lst}
+            free = next((p for p in range(self.K) if p not in used), None)
+            k = self.need - len(done)   # results still needed
+            if free is None or k <= 0 or k > len(lst):
+                continue
+            times = sorted(t for t, _ in lst)
+            out.append((piece, times, k, lst[0][1], free))
+        memo["cands"] = out
+        return out
+
+    def _backup(self, m, now: float):
+        """A coded backup: an unused position of the piece whose ``L``-th result is expected
+        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least)."""
+        mine_free = self._free_at(m, now)
+        rate = self._rate(m)
+        best = None
+        for piece, times, k, unit, free in self._candidates(now):
+            if m not in self._hset[piece]:
+                continue
+            mine = mine_free + self.products[unit] / rate
+            gain = times[k - 1] - _kth_with(times, k, mine)
+            if gain > self.margin * (times[k - 1] - now) and (best is None or gain > best[0]):
+                best = (gain, replace(unit, position=free))
+        return None if best is None else best[1]
+
+
+class DynamicQueue(_Base):
+    """The ``dynamic`` baseline's rules (see :mod:`.pull`): one queue of chunks in row order; a
+    machine takes the first it stores; once none is left, it takes a backup copy of the
+    longest-running chunk it stores that has no copy yet and is not its own."""
+
+    def __init__(self, chunks: list, holders: tuple, products: dict):
+        super().__init__(1, holders, products)
+        self.chunks = list(chunks)
+        self.copied: set = set()
+        self.sent_at: dict = {}
+        self.backups = 0
+        self._taken: set = set()
+        self._mine: dict = {}                  # machine -> indexes of the chunks it stores
+        for i, u in enumerate(self.chunks):
+            for h in self._hset[u.piece]:
+                self._mine.setdefault(h, []).append(i)
+        self._next: dict = {}                  # machine -> first of those maybe not taken
+        self._runs: list = []                  # running units in backup order (lazy deletes)
+
+    @property
+    def queue(self) -> list:
+        """The chunks no machine has taken yet, in row order."""
+        return [u for i, u in enumerate(self.chunks) if i not in self._taken]
+
+    def sent(self, m, units, key, now: float) -> None:
+        super().sent(m, units, key, now)
+        seq = self._calls[(m, key)][0]
+        for j, u in enumerate(units):
+            at = self.sent_at.setdefault(u.piece, now)
+            # the order of a sort by start time over the machines, then each machine's FIFO
+            bisect.insort(self._runs, (at, self._order[m], seq, j, m, key, u),
+                          key=lambda e: e[:4])
+
+    def next_for(self, m, now: float) -> list:
+        if m in self.dead:
+            return []
+        out = self._orphan_for(m)
+        if out:
+            return out
+        mine, i = self._mine.get(m, []), self._next.get(m, 0)
+        while i < len(mine) and mine[i] in self._taken:
+            i += 1
+        self._next[m] = i
+        if i < len(mine):
+            self._taken.add(mine[i])
+            self._touch()
+            return [self.chunks[mine[i]]]
+        if len(self._taken) < len(self.chunks):
+            return []  # chunks are left, but m stores none of them
+        u = self._backup_for(m)
+        if u is None:
+            return []
+        self.copied.add(u.piece)
+        self.backups += 1
+        self._touch()
+        return [u]
+
+    def _gone(self, e) -> bool:
+        return (e[4], e[5]) not in self._calls or e[6].piece in self.complete \
+            or e[6].piece in self.copied
+
+    def _backup_for(self, m):
+        """The running unit started first, on another machine, that ``m`` stores and whose
+        piece has no copy yet and is not ``m``'s own."""
+        own = {r.unit.piece for r in self.running.get(m, [])}
+        found, gone = None, 0
+        for e in self._runs:
+            if self._gone(e):
+                gone += 1
+                continue
+            u = e[6]
+            if e[4] != m and u.piece not in own and m in self._hset[u.piece]:
+                found = u
+                break
+        if gone > 64 and gone > len(self._runs) // 4:
+            self._runs = [e for e in self._runs if not self._gone(e)]
+        return found

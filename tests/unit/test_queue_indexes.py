@@ -1,0 +1,147 @@
+"""The pull queues keep indexes (the calls holding each piece, each machine's chunks, the
+expected finish times of an instant) so that an idle machine's question costs little at
+thousands of machines.  Driven in lockstep with the rescan they replace (``queue_oracle``),
+through stragglers, crashes and cancellations, every answer must be the same: the units handed
+out, the calls to cancel, the steals and the backups."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import queue_oracle as oracle
+from elastic_coded.schemes.policies import pull as pl
+from elastic_coded.schemes.usctec import design_placement
+
+
+def _placement(n, seed, L, S):
+    budget = min(1.0, max(0.6, (L + S + 1) / n))
+    return design_placement(240, [f"m{i}" for i in range(n)], [budget] * n, np.linspace(1, 4, n),
+                            L, S, samples=1, seed=seed)
+
+
+def _coded_pair(n, L, S, seed, units):
+    placement = _placement(n, seed, L, S)
+    avail = tuple(placement.machines)
+    speeds = dict(zip(avail, np.linspace(1, 4, n)))
+    plan = pl.coded_pull_plan(placement, avail, [speeds[m] for m in avail], L, S)
+    sub, queues = pl.subdivide(plan, units)
+    prod = {pl.Unit(pi, pos, sub.groups[p.group].rows, None):
+            (sub.groups[p.group].rows[1] - sub.groups[p.group].rows[0]) * 2
+            for pi, p in enumerate(sub.pieces) for pos in range(sub.K)}
+    rate = {m: float(speeds[m]) for m in avail}
+    return speeds, len(sub.pieces), [cls(queues, L, L + S, sub.holders, prod, rate, batch_s=4.0)
+                                     for cls in (pl.CodedQueue, oracle.CodedQueue)]
+
+
+def _dynamic_pair(n, seed):
+    placement = _placement(n, seed, 1, 0)
+    avail = tuple(placement.machines)
+    plan = pl.dynamic_plan(placement, avail, [1.0] * n, 1, 0, chunks=6 * n)
+    units = [pl.Unit(i, 0, plan.groups[p.group].rows) for i, p in enumerate(plan.pieces)]
+    prod = {u: u.num_rows for u in units}
+    speeds = dict(zip(avail, np.linspace(1, 4, n)))
+    return speeds, len(units), [pl.DynamicQueue(units, plan.holders, prod),
+                                oracle.DynamicQueue(units, plan.holders, prod)]
+
+
+def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
+    """Run both queues on the same machines; assert every answer equal.  ``crash_at``:
+    ``{machine: time}`` it dies (its calls lost)."""
+    new, old = pair
+    inflight = {m: [] for m in speeds}   # [finish, key, units, start]
+    free = dict.fromkeys(speeds, 0.0)
+    t, key, dead = 0.0, 0, set()
+    for _ in range(20000):
+        for q in pair:
+            q.refresh(t)
+        for m in speeds:
+            while new.calls_in_flight(m) < depth:
+                a, b = new.next_for(m, t), old.next_for(m, t)
+                assert a == b, f"next_for({m}, {t}) differs: {a} vs {b}"
+                if not a:
+                    break
+                key += 1
+                start = max(t, free[m])
+                free[m] = start + sum(new.products[u] for u in a) * slow.get(m, 1) / speeds[m]
+                for q in pair:
+                    q.sent(m, a, key, t)
+                inflight[m].append([free[m], key, a, start])
+            assert new.calls_in_flight(m) == old.calls_in_flight(m)
+        if len(new.complete) == n_pieces:
+            break
+        events = [(f, m) for m, lst in inflight.items() for f, *_ in lst]
+        events += [(c, m) for m, c in crash_at.items() if m not in dead and c > t]
+        if not events:
+            assert new.orphans == old.orphans
+            break
+        t, m = min(events)
+        if m not in dead and crash_at.get(m) == t:
+            dead.add(m)
+            inflight[m] = []
+            for q in pair:
+                q.lost(m)
+            continue
+        item = next(x for x in inflight[m] if x[0] == t)
+        inflight[m].remove(item)
+        f, k, units, start = item
+        assert new.finished(m, k, t, f - start) == old.finished(m, k, t, f - start)
+        for u in units:
+            if len(new.done.get(u.piece, ())) >= new.need and u.piece not in new.complete:
+                got = new.decoded(u.piece)
+                assert got == old.decoded(u.piece)
+                for m2, k2 in got:
+                    inflight[m2] = [x for x in inflight[m2] if x[1] != k2]
+                    free[m2] = max([t] + [x[0] for x in inflight[m2]])
+                    for q in pair:
+                        q.dropped(m2, k2, t)
+    assert new.complete == old.complete and new.done == old.done
+    assert new.backups == old.backups and getattr(new, "stolen", 0) == getattr(old, "stolen", 0)
+    return new
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(8, 14), seed=st.integers(0, 3), units=st.integers(1, 4),
+       slowed=st.lists(st.integers(0, 13), max_size=4, unique=True),
+       factor=st.sampled_from([3.0, 10.0, 40.0]),
+       crashes=st.dictionaries(st.integers(0, 13), st.floats(0.5, 40.0), max_size=2))
+def test_coded_queue_answers_as_the_rescan_does(n, seed, units, slowed, factor, crashes):
+    speeds, pieces, pair = _coded_pair(n, 4, 2, seed, units)
+    slow = {f"m{i}": factor for i in slowed if i < n}
+    q = _lockstep(speeds, pieces, pair, slow, {f"m{i}": t for i, t in crashes.items() if i < n})
+    if not crashes:
+        assert len(q.complete) == pieces
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(6, 14), seed=st.integers(0, 3),
+       slowed=st.lists(st.integers(0, 13), max_size=4, unique=True),
+       factor=st.sampled_from([3.0, 10.0, 40.0]),
+       crashes=st.dictionaries(st.integers(0, 13), st.floats(0.5, 40.0), max_size=2))
+def test_dynamic_queue_answers_as_the_rescan_does(n, seed, slowed, factor, crashes):
+    speeds, pieces, pair = _dynamic_pair(n, seed)
+    slow = {f"m{i}": factor for i in slowed if i < n}
+    q = _lockstep(speeds, pieces, pair, slow, {f"m{i}": t for i, t in crashes.items() if i < n})
+    if not crashes:
+        assert len(q.complete) == pieces
+
+
+def test_the_oracle_would_catch_a_changed_rule():
+    """The lockstep check is not vacuous: a queue whose backups pick the latest-started chunk
+    instead of the earliest is told apart from the rescan."""
+    speeds, pieces, (new, old) = _dynamic_pair(10, 1)
+
+    class Latest(pl.DynamicQueue):
+        def _backup_for(self, m):
+            self._runs.reverse()
+            try:
+                return super()._backup_for(m)
+            finally:
+                self._runs.reverse()
+
+    bad = Latest(new.chunks, new.holders, new.products)
+    try:
+        _lockstep(speeds, pieces, [bad, old], {"m9": 10.0, "m8": 10.0, "m0": 10.0}, {})
+    except AssertionError as exc:
+        assert "differs" in str(exc)
+    else:
+        raise AssertionError("a changed backup rule went unnoticed")
