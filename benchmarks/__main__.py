@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory", "scale", "sim_fidelity", "sparse")
+         "verify", "memory", "scale", "sim_fidelity", "sparse", "sim_scale")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -74,6 +74,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "sparse":
         import bench_sparse
         bench_sparse.run(quick, out)
+    elif name == "sim_scale":
+        import bench_sim_scale
+        bench_sim_scale.run(quick, out)
     elif name == "sweeps":
         import bench_sweeps
         res = bench_sweeps.run(quick, out)

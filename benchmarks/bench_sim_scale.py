@@ -1,6 +1,7 @@
 """The five policies side by side in the simulator from 12 to 10,000 machines, under churn.
 
-    python benchmarks/bench_sim_scale.py [--quick] [--sizes 12,100,1000,10000] [--out DIR]
+    python benchmarks/bench_sim_scale.py [--quick] [--sizes 12,100,1000,10000] [--steps 30,30,30,10]
+                                         [--out DIR]
 
 ``usctec-auto`` (the default), ``usctec``, ``usctec-pull``, ``dynamic`` and ``proportional`` on
 one seeded trace per size: ``N`` machines with persistent speeds 1..4 (evenly spread), each
@@ -9,7 +10,7 @@ events per machine and step (1% leave, 1% crash mid-step, 2% join; joiners' spee
 ``L = 4, S = 2``, every machine storing ``min(1, 3 (L+S) / N)`` of the rows (``100 N`` rows),
 the ideal step 357 ms at every size (``time_scale = 0.357 s`` times the sum of the speeds), the
 runtime's deadline 3.0, learning on.  30 steps at ``N <= 1000``, 10 at 10,000 (quick: 12 and
-100, 5 steps).
+100, 5 steps); ``--steps`` sets the steps per size (a goal counts only at its own step count).
 
 Each size runs twice on the same trace: with the pure compute model and with the calibrated
 runtime cost (``runtime_cost.json``, ``python -m benchmarks calibrate``; its defaults when
@@ -126,17 +127,20 @@ def to_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
+def run(quick: bool = False, out_dir: str | None = None, sizes=None, steps=None) -> dict:
     from bench_sim_fidelity import _cost
 
     out_dir = out_dir or os.path.join(HERE, "results")
     sizes = sizes or ((12, 100) if quick else (12, 100, 1000, 10000))
+    steps = steps or tuple(5 if quick else _steps(N) for N in sizes)
+    if len(steps) != len(sizes):
+        raise ValueError(f"steps: one count per size ({len(sizes)}), got {steps!r}")
     cost, source = _cost(None)
-    cmd = "python benchmarks/bench_sim_scale.py" + (" --quick" if quick else "")
+    cmd = " ".join(["python benchmarks/bench_sim_scale.py"] + sys.argv[1:])
     t0 = time.time()
     res = {"tag": "quick" if quick else "full", "command": cmd, "cost": cost.to_dict(),
            "cost_source": source,
-           "sizes": [one_size(N, 5 if quick else _steps(N), cost) for N in sizes],
+           "sizes": [one_size(N, k, cost) for N, k in zip(sizes, steps)],
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     growth(res)
     res["wall_s"] = time.time() - t0
@@ -148,6 +152,8 @@ if __name__ == "__main__":
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sizes", default=None)
+    ap.add_argument("--steps", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    run(a.quick, a.out, tuple(int(x) for x in a.sizes.split(",")) if a.sizes else None)
+    ints = (lambda v: tuple(int(x) for x in v.split(",")) if v else None)
+    run(a.quick, a.out, ints(a.sizes), ints(a.steps))

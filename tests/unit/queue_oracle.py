@@ -151,16 +151,18 @@ class CodedQueue(_Base):
         return self.rate.get(m) or 1e-9
 
     def _finish_times(self, m, now: float) -> list[tuple[_Running, float]]:
-        """Expected finish of each unit running on ``m`` (a call overdue is expected to take
-        as long again as it has taken so far)."""
+        """Expected finish of each unit running on ``m``: every unit of a call when the call
+        ends (a call overdue is expected to take as long again as it has taken so far)."""
         out, t = [], now
-        for r in self.running.get(m, []):
-            start = r.start if r.start is not None else t
-            est = start + self.products[r.unit] / self._rate(m)
+        rs = self.running.get(m, [])
+        for key in dict.fromkeys(r.key for r in rs):
+            mine = [r for r in rs if r.key == key]
+            start = mine[0].start if mine[0].start is not None else t
+            est = start + sum(self.products[r.unit] for r in mine) / self._rate(m)
             if est < now:
                 est = now + (now - start)
             t = max(t, est)
-            out.append((r, t))
+            out.extend((r, t) for r in mine)
         return out
 
     def refresh(self, now: float) -> None:

@@ -184,6 +184,26 @@ class _Base:
         return []
 
 
+def _call_ends(rs: list, products: dict, rate: float, now: float) -> list:
+    """``[(_Running, expected end of its call), ...]`` for a machine's running units ``rs``
+    (its calls in order, each call's units together), computing ``rate`` products a second
+    (:meth:`CodedQueue._finish_times`)."""
+    out, t, i = [], now, 0
+    while i < len(rs):
+        j, work = i, 0
+        while j < len(rs) and rs[j].key == rs[i].key:
+            work += products[rs[j].unit]
+            j += 1
+        start = rs[i].start if rs[i].start is not None else t
+        est = start + work / rate
+        if est < now:
+            est = now + (now - start)
+        t = max(t, est)
+        out.extend((r, t) for r in rs[i:j])
+        i = j
+    return out
+
+
 def _kth_with(times: list, k: int, x: float) -> float:
     """The ``k``-th smallest (1-based) of ``times`` (sorted, at least ``k`` long) and ``x``."""
     if x >= times[k - 1]:
@@ -206,6 +226,11 @@ class CodedQueue(_Base):
         self.returned: set = set()
         self._memo_key, self._memo = None, {}
         self._kept: dict = {}   # m -> (its version, valid until, finish times)
+        self._due: dict = {}    # m -> (its version, when its started call is due)
+        self._pieces_of: dict = {}   # m -> the pieces it stores
+        for piece, hs in enumerate(self._hset):
+            for h in hs:
+                self._pieces_of.setdefault(h, []).append(piece)
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
         self.returned.add(m)
@@ -227,8 +252,9 @@ class CodedQueue(_Base):
         return self.rate.get(m) or 1e-9
 
     def _finish_times(self, m, now: float) -> list:
-        """Expected finish of each unit running on ``m`` (a call overdue is expected to take
-        as long again as it has taken so far).  Until a started unit is overdue they do not
+        """Expected finish of each unit running on ``m``: a call's results come back together
+        when it ends, its calls run one after another, and a call overdue is expected to take
+        as long again as it has taken so far.  Until the started call is overdue they do not
         depend on ``now``, so they are kept while ``m``'s calls and rate stay the same."""
         memo = self._now(now).setdefault("finish", {})
         if m in memo:
@@ -237,21 +263,23 @@ class CodedQueue(_Base):
         if kept is not None and kept[0] == self._mver.get(m) and now <= kept[1]:
             memo[m] = kept[2]
             return kept[2]
-        out, t, rate = [], now, self._rate(m)
-        rs = self.running.get(m, [])
-        until = float("inf") if rs and rs[0].start is not None else -float("inf")
-        for r in rs:
-            start = r.start if r.start is not None else t
-            est = start + self.products[r.unit] / rate
-            if r.start is not None:
-                until = min(until, est)
-            if est < now:
-                est = now + (now - start)
-            t = max(t, est)
-            out.append((r, t))
+        out = _call_ends(self.running.get(m, []), self.products, self._rate(m), now)
         memo[m] = out
-        self._kept[m] = (self._mver.get(m), until, out)
+        self._kept[m] = (self._mver.get(m), self._head_due(m), out)
         return out
+
+    def _head_due(self, m) -> float:
+        """When the call ``m`` is computing is due (``-inf`` when none has started)."""
+        got = self._due.get(m)
+        if got is not None and got[0] == self._mver.get(m):
+            return got[1]
+        rs = self.running.get(m, [])
+        due = -float("inf")
+        if rs and rs[0].start is not None:
+            due = rs[0].start + sum(self.products[r.unit] for r in rs
+                                    if r.key == rs[0].key) / self._rate(m)
+        self._due[m] = (self._mver.get(m), due)
+        return due
 
     def refresh(self, now: float) -> None:
         """Units in a call waiting behind an overdue one on its machine are *stuck*: they no
@@ -259,12 +287,9 @@ class CodedQueue(_Base):
         self.stuck = {}
         self._touch()
         for m, rs in self.running.items():
-            if not rs or rs[0].start is None:
+            if not rs or rs[0].start is None or now <= self._head_due(m):
                 continue
             head = rs[0].key
-            work = sum(self.products[r.unit] for r in rs if r.key == head)
-            if now <= rs[0].start + work / self._rate(m):
-                continue
             for r in rs:
                 if r.key != head:
                     d = self.stuck.setdefault(r.unit.piece, {})
@@ -342,10 +367,10 @@ class CodedQueue(_Base):
                 break
         return None
 
-    def _candidates(self, now: float) -> list:
+    def _candidates(self, now: float) -> dict:
         """Per piece running and not decoded, with a free position and results still due:
-        ``(piece, k-th expected finish, the one before it or None, a unit, free position)``,
-        ``k`` the results it still needs."""
+        ``{piece: (place, expected finishes sorted, k, a unit, free position)}``, ``k`` the
+        results it still needs, ``place`` its order among them."""
         memo = self._now(now)
         if "cands" in memo:
             return memo["cands"]
@@ -353,7 +378,7 @@ class CodedQueue(_Base):
         for v in self.running:
             for r, t in self._finish_times(v, now):
                 fin.setdefault(r.unit.piece, []).append((t, r.unit))
-        out = []
+        out = {}
         for piece, lst in fin.items():
             if piece in self.complete:
                 continue
@@ -363,25 +388,29 @@ class CodedQueue(_Base):
             k = self.need - len(done)   # results still needed
             if free is None or k <= 0 or k > len(lst):
                 continue
-            times = sorted(t for t, _ in lst)
-            out.append((piece, times, k, lst[0][1], free))
+            out[piece] = (len(out), sorted(t for t, _ in lst), k, lst[0][1], free)
         memo["cands"] = out
         return out
 
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
-        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least)."""
+        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least; of
+        equal gains, the piece found first)."""
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
+        cands = self._candidates(now)
         best = None
-        for piece, times, k, unit, free in self._candidates(now):
-            if m not in self._hset[piece]:
+        for piece in self._pieces_of.get(m, ()):
+            c = cands.get(piece)
+            if c is None:
                 continue
+            place, times, k, unit, free = c
             mine = mine_free + self.products[unit] / rate
             gain = times[k - 1] - _kth_with(times, k, mine)
-            if gain > self.margin * (times[k - 1] - now) and (best is None or gain > best[0]):
-                best = (gain, replace(unit, position=free))
-        return None if best is None else best[1]
+            if gain > self.margin * (times[k - 1] - now) and \
+                    (best is None or (gain, -place) > best[:2]):
+                best = (gain, -place, replace(unit, position=free))
+        return None if best is None else best[2]
 
 
 class DynamicQueue(_Base):
@@ -402,6 +431,8 @@ class DynamicQueue(_Base):
                 self._mine.setdefault(h, []).append(i)
         self._next: dict = {}                  # machine -> first of those maybe not taken
         self._runs: list = []                  # running units in backup order (lazy deletes)
+        self._sends = self._losses = 0
+        self._asleep: dict = {}                # machine -> what held when it last got nothing
 
     @property
     def queue(self) -> list:
@@ -410,6 +441,7 @@ class DynamicQueue(_Base):
 
     def sent(self, m, units, key, now: float) -> None:
         super().sent(m, units, key, now)
+        self._sends += 1
         seq = self._calls[(m, key)][0]
         for j, u in enumerate(units):
             at = self.sent_at.setdefault(u.piece, now)
@@ -417,9 +449,29 @@ class DynamicQueue(_Base):
             bisect.insort(self._runs, (at, self._order[m], seq, j, m, key, u),
                           key=lambda e: e[:4])
 
+    def lost(self, m) -> None:
+        super().lost(m)
+        self._losses += 1
+
+    def _stamp(self, m, why: str) -> tuple:
+        """What must change before ``m``, told ``[]`` for ``why``, can be given work: a loss
+        (new orphans) or the last chunk taken when none left is its own; a send (a new running
+        chunk to copy), a loss or one of its own calls ending when no backup was found."""
+        if why == "mine":
+            return (why, self._losses, len(self._taken) == len(self.chunks))
+        return (why, self._losses, self._sends, self._mver.get(m))
+
+    def _nothing(self, m, why: str) -> list:
+        if not self.orphans:
+            self._asleep[m] = self._stamp(m, why)
+        return []
+
     def next_for(self, m, now: float) -> list:
         if m in self.dead:
             return []
+        nap = self._asleep.get(m)
+        if nap is not None and nap == self._stamp(m, nap[0]):
+            return []   # nothing it needs has changed since it last got nothing
         out = self._orphan_for(m)
         if out:
             return out
@@ -432,10 +484,10 @@ class DynamicQueue(_Base):
             self._touch()
             return [self.chunks[mine[i]]]
         if len(self._taken) < len(self.chunks):
-            return []  # chunks are left, but m stores none of them
+            return self._nothing(m, "mine")  # chunks are left, but m stores none of them
         u = self._backup_for(m)
         if u is None:
-            return []
+            return self._nothing(m, "backup")
         self.copied.add(u.piece)
         self.backups += 1
         self._touch()
