@@ -120,4 +120,7 @@ def test_the_pagerank_job_matches_scipys_power_iteration_under_churn(ray_session
     assert res.extra["converged"] and res.extra["iterations"] == res.steps_done
     assert res.extra["iterations"] == res.extra["reference_iterations"]
     assert res.exact_steps == res.steps_done and res.answer_error < 1e-12
-    assert res.extra["dangling"] > 0 and res.summary["failures"] >= 1
+    # the crash is scripted for m1's call in step 3: a failure mid-step when its result was
+    # still needed, otherwise a crash after its call was given up; m1 is gone either way
+    assert res.extra["dangling"] > 0 and res.summary["failures"] + res.summary["crashes"] >= 1
+    assert all("m1" not in r.available for r in res.reports[4:])
