@@ -134,6 +134,9 @@ class CodedQueue(_Base):
         super().__init__(need, holders, products, dict(rate))
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.nap_s = max(0.005, 0.05 * batch_s)
+        self.napping: dict = {}   # m -> (until, machines lost, its calls and rate) when told []
+        self.losses = 0
         self.stolen = self.backups = 0
         self.returned: set = set()
 
@@ -144,6 +147,7 @@ class CodedQueue(_Base):
     def lost(self, m) -> None:
         """``m`` died: its running and its queued units go back to the queue."""
         super().lost(m)
+        self.losses += 1
         self.orphans.extend(self.queues.pop(m, []))
 
     # expected times --------------------------------------------------------------------------
@@ -193,8 +197,12 @@ class CodedQueue(_Base):
     def next_for(self, m, now: float) -> list:
         """The next call's units for ``m``: a lost unit, its own next needed units (about
         ``batch_s`` of work), a unit stolen from the machine expected to finish last, or a
-        coded backup; ``[]`` when nothing helps."""
+        coded backup; ``[]`` when nothing helps (then it naps: nothing until ``nap_s`` has
+        passed, its calls or rate changed, or a machine was lost)."""
         if m in self.dead:
+            return []
+        nap = self.napping.get(m)
+        if nap is not None and now < nap[0] and nap[1:] == self._state(m):
             return []
         out = self._orphan_for(m)
         if out:
@@ -219,7 +227,12 @@ class CodedQueue(_Base):
         if u is not None:
             self.backups += 1
             return [u]
+        self.napping[m] = (now + self.nap_s,) + self._state(m)
         return []
+
+    def _state(self, m) -> tuple:
+        return (self.losses, tuple((r.key, r.start) for r in self.running.get(m, [])),
+                self.rate.get(m))
 
     def _steal(self, m, now: float):
         """The last needed unit ``m`` can run of the queue expected to end last, if ``m``
@@ -245,7 +258,8 @@ class CodedQueue(_Base):
 
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
-        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least)."""
+        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least; of
+        equal gains, the lowest piece)."""
         fin: dict = {}
         for v in self.running:
             for r, t in self._finish_times(v, now):
@@ -264,9 +278,10 @@ class CodedQueue(_Base):
             unit = lst[0][1]
             mine = mine_free + self.products[unit] / self._rate(m)
             gain = times[k - 1] - sorted(times + [mine])[k - 1]
-            if gain > self.margin * (times[k - 1] - now) and (best is None or gain > best[0]):
-                best = (gain, replace(unit, position=free[0]))
-        return None if best is None else best[1]
+            if gain > self.margin * (times[k - 1] - now) and \
+                    (best is None or gain > best[0] or (gain == best[0] and piece < best[1])):
+                best = (gain, piece, replace(unit, position=free[0]))
+        return None if best is None else best[2]
 
 
 class DynamicQueue(_Base):

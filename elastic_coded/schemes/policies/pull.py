@@ -9,7 +9,10 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   code are never dispatched up front: they are *coded backups*, computed by machines that would
   otherwise sit idle, for the pieces whose ``L``-th result is expected last, and useful whoever
   finishes first.  A machine that runs out of work also takes queued units from the machine
-  expected to finish last (work stealing).  :class:`CodedQueue` holds the rules.
+  expected to finish last (work stealing).  A call's units are expected back when the call
+  ends.  A machine given nothing *naps* for a twentieth of a call's expected time (at least
+  5 ms) unless one of its calls ends or a machine is lost, so steals and backups start at
+  most that late.  :class:`CodedQueue` holds the rules.
 * ``dynamic``: the baseline a Ray user writes by hand (:class:`DynamicQueue`): ``A``'s rows cut
   into equal uncoded chunks, every machine pulling the next chunk among the rows it stores, and,
   once no chunk is left, a backup copy of each chunk still running on an idle machine that

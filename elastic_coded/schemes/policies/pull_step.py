@@ -91,10 +91,10 @@ def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
 
 def tick_of(queue) -> float | None:
     """How often the driver wakes while machines sit idle, so a coded backup can start once a
-    unit is overdue: a twentieth of a call's expected time, at least 5 ms (``None`` for
-    ``dynamic``'s queue, whose rules look at the clock only when a result arrives)."""
-    batch = getattr(queue, "batch_s", None)
-    return None if batch is None else max(0.005, 0.05 * batch)
+    unit is overdue: the coded queue's nap (a twentieth of a call's expected time, at least
+    5 ms; ``None`` for ``dynamic``'s queue, whose rules look at the clock only when a result
+    arrives)."""
+    return getattr(queue, "nap_s", None)
 
 
 def pull_pays(L: int, S: int, speeds: Mapping, total: int, per: float,

@@ -16,9 +16,17 @@ ends and backup candidates of the current instant, kept until the state changes
 from __future__ import annotations
 
 import bisect
+import heapq
+import math
 from dataclasses import dataclass, field, replace
 
-__all__ = ["CodedQueue", "DynamicQueue"]
+__all__ = ["CodedQueue", "DynamicQueue", "NAP_SHARE", "NAP_MIN_S"]
+
+NAP_SHARE = 0.05
+"""A machine the coded rules gave nothing asks again after this share of a call's expected time
+(:attr:`CodedQueue.nap_s`), or sooner when one of its calls ends or a machine is lost."""
+NAP_MIN_S = 0.005
+"""The shortest nap, in seconds."""
 
 
 @dataclass
@@ -49,8 +57,12 @@ class _Base:
     _by_piece: dict = field(default_factory=dict, repr=False)  # piece -> {(m, key): None}
     _order: dict = field(default_factory=dict, repr=False)     # m -> its place in running
     _mver: dict = field(default_factory=dict, repr=False)      # m -> changes of its calls
+    _dirty: set = field(default_factory=set, repr=False)       # machines changed since refresh
     _seq: int = 0
     _ver: int = 0
+    _losses: int = 0
+    _wake_all: bool = False
+    _woken: set = field(default_factory=set, repr=False)
 
     def __post_init__(self):
         self._hset = tuple(frozenset(h) for h in self.holders)
@@ -85,6 +97,7 @@ class _Base:
 
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
+        self._dirty.add(m)
 
     def _put(self, m, rs: list) -> None:
         self._mtouch(m)
@@ -172,7 +185,23 @@ class _Base:
             self._unindex(m, key)
         self._count([r.unit for r in gone], -1)
         self.orphans.extend(r.unit for r in gone)
+        self._losses += 1
+        self._wake_all = True
         self._touch()
+
+    def take_wakes(self) -> tuple:
+        """``(everyone, machines)``: whether every resting machine (:meth:`resting`) may have
+        work again, else which ones, since the last call (a driver that asks every machine at
+        every event does not need this)."""
+        out = (self._wake_all, self._woken)
+        self._wake_all, self._woken = False, set()
+        return out
+
+    def resting(self, m, now: float):
+        """After :meth:`next_for` gave ``m`` nothing: until when it would give nothing again
+        unless one of ``m``'s calls ends or :meth:`take_wakes` names it (``math.inf``: until
+        then), or ``None`` when it may give work at any time."""
+        return None
 
     def _orphan_for(self, m) -> list:
         for i, u in enumerate(self.orphans):
@@ -222,6 +251,8 @@ class CodedQueue(_Base):
         super().__init__(need, holders, products, dict(rate))
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.nap_s = max(NAP_MIN_S, NAP_SHARE * batch_s)
+        self._napping: dict = {}   # m -> (until, losses, its version) after it got nothing
         self.stolen = self.backups = 0
         self.returned: set = set()
         self._memo_key, self._memo = None, {}
@@ -231,6 +262,14 @@ class CodedQueue(_Base):
         for piece, hs in enumerate(self._hset):
             for h in hs:
                 self._pieces_of.setdefault(h, []).append(piece)
+        self._victims: dict = {}     # m -> {place: v} of the queues holding units m can run
+        for place, (v, q) in enumerate(self.queues.items()):
+            for u in q:
+                for h in self._hset[u.piece]:
+                    if h != v:
+                        self._victims.setdefault(h, {})[place] = v
+        self._dues: list = []        # heap of (when due, m's version, tie, m)
+        self._late: dict = {}        # m -> its version when found overdue
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
         self.returned.add(m)
@@ -283,12 +322,24 @@ class CodedQueue(_Base):
 
     def refresh(self, now: float) -> None:
         """Units in a call waiting behind an overdue one on its machine are *stuck*: they no
-        longer cover their piece, so idle machines may compute the piece elsewhere."""
+        longer cover their piece, so idle machines may compute the piece elsewhere.  The
+        machines whose calls changed are put in a heap by when their started call is due, so
+        only the overdue ones are visited."""
         self.stuck = {}
         self._touch()
-        for m, rs in self.running.items():
-            if not rs or rs[0].start is None or now <= self._head_due(m):
-                continue
+        for m in self._dirty:
+            self._late.pop(m, None)
+            due = self._head_due(m)
+            if due > -float("inf"):
+                heapq.heappush(self._dues, (due, self._mver.get(m), self._seq, m))
+                self._seq += 1
+        self._dirty.clear()
+        while self._dues and self._dues[0][0] < now:
+            _, ver, _, m = heapq.heappop(self._dues)
+            if ver == self._mver.get(m):
+                self._late[m] = ver
+        for m in self._late:
+            rs = self.running.get(m, [])
             head = rs[0].key
             for r in rs:
                 if r.key != head:
@@ -307,8 +358,14 @@ class CodedQueue(_Base):
     def next_for(self, m, now: float) -> list:
         """The next call's units for ``m``: a lost unit, its own next needed units (about
         ``batch_s`` of work), a unit stolen from the machine expected to finish last, or a
-        coded backup; ``[]`` when nothing helps."""
+        coded backup; ``[]`` when nothing helps.  A machine given nothing naps: it is given
+        nothing again until ``nap_s`` has passed, one of its calls has ended or a machine was
+        lost (a steal or a backup waits at most that long; idle machines cost the driver little
+        however many there are)."""
         if m in self.dead:
+            return []
+        nap = self._napping.get(m)
+        if nap is not None and now < nap[0] and nap[1:] == (self._losses, self._mver.get(m)):
             return []
         out = self._orphan_for(m)
         if out:
@@ -334,28 +391,33 @@ class CodedQueue(_Base):
         if u is not None:
             self.backups += 1
             return [u]
+        self._napping[m] = (now + self.nap_s, self._losses, self._mver.get(m))
         return []
 
-    def _ends(self, now: float) -> list:
-        """``(end, place, machine)`` of every non-empty queue, latest end first (ties: in the
-        queues' order)."""
-        memo = self._now(now)
-        if "ends" not in memo:
-            ends = [(self._queue_end(v, now), i, v)
-                    for i, (v, q) in enumerate(self.queues.items()) if q]
-            memo["ends"] = sorted(ends, key=lambda e: (-e[0], e[1]))
-        return memo["ends"]
+    def resting(self, m, now: float):
+        nap = self._napping.get(m)
+        if nap is not None and now < nap[0] and nap[1:] == (self._losses, self._mver.get(m)):
+            return nap[0]
+        return None
+
+    def _end_of(self, v, now: float) -> float:
+        memo = self._now(now).setdefault("ends", {})
+        if v not in memo:
+            memo[v] = self._queue_end(v, now)
+        return memo[v]
 
     def _steal(self, m, now: float):
         """The last needed unit ``m`` can run of the queue expected to end last, if ``m``
         would finish it before that queue ends."""
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
-        for end, _, v in self._ends(now):
+        # only the queues holding units m can run: latest end first, ties in the queues' order
+        ends = sorted(((self._end_of(v, now), place, v)
+                       for place, v in self._victims.get(m, {}).items() if self.queues.get(v)),
+                      key=lambda e: (-e[0], e[1]))
+        for end, _, v in ends:
             if end <= mine_free:
                 return None  # no later queue ends after m is free
-            if v == m:
-                continue
             q = self.queues[v]
             for i in range(len(q) - 1, -1, -1):
                 u = q[i]
@@ -367,49 +429,45 @@ class CodedQueue(_Base):
                 break
         return None
 
-    def _candidates(self, now: float) -> dict:
-        """Per piece running and not decoded, with a free position and results still due:
-        ``{piece: (place, expected finishes sorted, k, a unit, free position)}``, ``k`` the
-        results it still needs, ``place`` its order among them."""
-        memo = self._now(now)
-        if "cands" in memo:
-            return memo["cands"]
-        fin: dict = {}
-        for v in self.running:
-            for r, t in self._finish_times(v, now):
-                fin.setdefault(r.unit.piece, []).append((t, r.unit))
-        out = {}
-        for piece, lst in fin.items():
-            if piece in self.complete:
-                continue
+    def _candidate(self, piece: int, now: float):
+        """For a piece running and not decoded, with a free position and results still due:
+        ``(expected finishes sorted, k, a unit, free position)``, ``k`` the results it still
+        needs; else ``None``.  Read from the calls running it, kept for the instant."""
+        memo = self._now(now).setdefault("cands", {})
+        if piece in memo:
+            return memo[piece]
+        calls, out = self._by_piece.get(piece), None
+        if calls and piece not in self.complete:
+            lst = [(t, r.unit) for v, key in calls for r, t in self._finish_times(v, now)
+                   if r.key == key and r.unit.piece == piece]
             done = self.done.get(piece, set())
             used = done | {u.position for _, u in lst}
             free = next((p for p in range(self.K) if p not in used), None)
             k = self.need - len(done)   # results still needed
-            if free is None or k <= 0 or k > len(lst):
-                continue
-            out[piece] = (len(out), sorted(t for t, _ in lst), k, lst[0][1], free)
-        memo["cands"] = out
+            if free is not None and 0 < k <= len(lst):
+                out = (sorted(t for t, _ in lst), k, lst[0][1], free)
+        memo[piece] = out
         return out
 
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
         last, if ``m`` would make it come sooner (by ``margin`` of the time left at least; of
-        equal gains, the piece found first)."""
+        equal gains, the lowest piece)."""
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
-        cands = self._candidates(now)
-        best = None
+        best, running, complete = None, self._by_piece, self.complete
         for piece in self._pieces_of.get(m, ()):
-            c = cands.get(piece)
+            if piece in complete or not running.get(piece):
+                continue
+            c = self._candidate(piece, now)
             if c is None:
                 continue
-            place, times, k, unit, free = c
+            times, k, unit, free = c
             mine = mine_free + self.products[unit] / rate
             gain = times[k - 1] - _kth_with(times, k, mine)
             if gain > self.margin * (times[k - 1] - now) and \
-                    (best is None or (gain, -place) > best[:2]):
-                best = (gain, -place, replace(unit, position=free))
+                    (best is None or (gain, -piece) > best[:2]):
+                best = (gain, -piece, replace(unit, position=free))
         return None if best is None else best[2]
 
 
@@ -431,7 +489,7 @@ class DynamicQueue(_Base):
                 self._mine.setdefault(h, []).append(i)
         self._next: dict = {}                  # machine -> first of those maybe not taken
         self._runs: list = []                  # running units in backup order (lazy deletes)
-        self._sends = self._losses = 0
+        self._sends = 0
         self._asleep: dict = {}                # machine -> what held when it last got nothing
 
     @property
@@ -442,16 +500,15 @@ class DynamicQueue(_Base):
     def sent(self, m, units, key, now: float) -> None:
         super().sent(m, units, key, now)
         self._sends += 1
+        if len(self._taken) == len(self.chunks):   # a chunk to copy for those storing it
+            for u in units:
+                self._woken |= self._hset[u.piece]
         seq = self._calls[(m, key)][0]
         for j, u in enumerate(units):
             at = self.sent_at.setdefault(u.piece, now)
             # the order of a sort by start time over the machines, then each machine's FIFO
             bisect.insort(self._runs, (at, self._order[m], seq, j, m, key, u),
                           key=lambda e: e[:4])
-
-    def lost(self, m) -> None:
-        super().lost(m)
-        self._losses += 1
 
     def _stamp(self, m, why: str) -> tuple:
         """What must change before ``m``, told ``[]`` for ``why``, can be given work: a loss
@@ -460,6 +517,10 @@ class DynamicQueue(_Base):
         if why == "mine":
             return (why, self._losses, len(self._taken) == len(self.chunks))
         return (why, self._losses, self._sends, self._mver.get(m))
+
+    def resting(self, m, now: float):
+        nap = self._asleep.get(m)
+        return math.inf if nap is not None and nap == self._stamp(m, nap[0]) else None
 
     def _nothing(self, m, why: str) -> list:
         if not self.orphans:
@@ -481,6 +542,8 @@ class DynamicQueue(_Base):
         self._next[m] = i
         if i < len(mine):
             self._taken.add(mine[i])
+            if len(self._taken) == len(self.chunks):
+                self._wake_all = True   # the last chunk: the backups begin
             self._touch()
             return [self.chunks[mine[i]]]
         if len(self._taken) < len(self.chunks):
