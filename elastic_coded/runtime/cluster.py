@@ -185,7 +185,8 @@ class ElasticCluster:
                 seed=run.seed, learn_speeds=run.learn_speeds, auto=auto,
                 ping_timeout=ray_opts.ping_timeout, default_storage=run.storage,
                 health_interval=ray_opts.health_interval, options=self.options,
-                masters=masters, machines_per_process=hosted, policies=added_policies())
+                masters=masters, machines_per_process=hosted, policies=added_policies(),
+                row_prefix=self._row_prefix())
             self._start(specs)
             if run.transpose:
                 self.transposed = start_transposed(self, dict(
@@ -199,6 +200,12 @@ class ElasticCluster:
     @property
     def _fam(self) -> FamilySetup:
         return FAMILIES[self.family]
+
+    def _row_prefix(self):
+        """A sparse ``A``'s nonzeros before each row (the controller's family plans them), or
+        ``None``."""
+        w = self._loaded.weights
+        return None if w is None or w.prefix is None else w.prefix
 
     def _load(self, A):
         """Check ``A`` before Ray starts (kept as :attr:`_loaded`); returns its data."""

@@ -52,7 +52,8 @@ class Controller:
                  time_scale: float, placement: str = "design", seed: int = 0,
                  learn_speeds: bool = True, auto: dict | None = None, ping_timeout: float = 5.0,
                  default_storage: float = 1.0, health_interval: float = 1.0, options=None,
-                 masters: tuple = (), machines_per_process: int = 1, policies: tuple = ()):
+                 masters: tuple = (), machines_per_process: int = 1, policies: tuple = (),
+                 row_prefix=None):
         from ..algebra.fields import field as make_field
 
         for p in policies:  # registered in the driver (register_policy): known here too
@@ -70,7 +71,7 @@ class Controller:
         self.members = Members(calibrated=time_scale > 0)
         self.io = RayTransfer(sources, F, self.members, self.hosts)
         fam = make_family(family, Setup(int(num_rows), int(L), int(S), F, seed, options,
-                                        placement, tuple(masters)))
+                                        placement, tuple(masters), row_prefix))
         self.storage = Storage(fam, self.members, self.io, L=L, S=S)
         self.health_interval = health_interval
         self._health = None

@@ -29,6 +29,7 @@ from .policies import hetero as het
 from .policies import unified as uni
 from .policies.rules import hetero_needs_replan
 from .registry import get_policy, policy_of, step_code
+from .row_units import UnitsFamily, row_units
 from .usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
                      repair_placement, validate)
 
@@ -96,8 +97,9 @@ class Change:
 @dataclass(frozen=True)
 class Setup:
     """What a family is made with: the rows of ``A`` (``num_rows``), the code ``(L, S)``, the
-    seed, the field, the family's options, the USCTEC placement kind and the masters' row
-    counts (hetero)."""
+    seed, the field, the family's options, the USCTEC placement kind, the masters' row
+    counts (hetero) and, for a sparse ``A``, ``row_prefix``: the nonzeros before each row (its
+    CSR ``indptr``), which makes the USCTEC family plan in nonzeros (:mod:`.row_units`)."""
 
     num_rows: int
     L: int
@@ -107,6 +109,7 @@ class Setup:
     options: Any = None
     placement: str = "design"
     masters: tuple = ()
+    row_prefix: Any = None
 
 
 class Family(Protocol):
@@ -392,8 +395,19 @@ class UnifiedFamily:
         return None
 
 
+def _usctec(s: Setup) -> Family:
+    """The USCTEC family, over row units of equal nonzeros for a sparse ``A``."""
+    units = None if s.row_prefix is None else row_units(s.row_prefix)
+    if units is None:
+        return UsctecFamily(s.num_rows, s.L, s.S, s.field, s.seed, s.placement)
+    if units.num_rows != s.num_rows:
+        raise ValueError(f"row_prefix: covers {units.num_rows} rows, A has {s.num_rows}")
+    inner = UsctecFamily(units.num_units, s.L, s.S, s.field, s.seed, s.placement)
+    return UnitsFamily(inner, units)
+
+
 FAMILIES: dict[str, Callable[[Setup], Family]] = {
-    "usctec": lambda s: UsctecFamily(s.num_rows, s.L, s.S, s.field, s.seed, s.placement),
+    "usctec": lambda s: _usctec(s),
     "hetero": lambda s: HeteroFamily(s.options, s.masters, getattr(s.field, "order", None),
                                      s.seed),
     "unified": lambda s: UnifiedFamily(s.options, s.num_rows, s.field),

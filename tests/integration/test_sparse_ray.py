@@ -10,6 +10,7 @@ from scipy.sparse.linalg import eigsh, lsqr, svds
 
 from elastic_coded.algebra import field
 from elastic_coded.runtime import ElasticCluster
+from elastic_coded.schemes.row_units import row_units
 
 pytestmark = pytest.mark.ray
 
@@ -55,6 +56,21 @@ def test_workers_hold_csr_rows_and_the_vector_product_keeps_its_shape(cl):
     y = c.multiply(x)
     assert y.shape == (160,) and np.array_equal(y, F.matmul(A.toarray().astype(np.int64),
                                                             x[:, None])[:, 0])
+
+
+def test_the_plan_cuts_rows_at_units_of_equal_nonzeros(cl):
+    """The controller plans units of equal nonzeros: every block of the placement and every
+    group of a plan starts at a unit edge of the reordered rows, and budgets count nonzeros."""
+    A, c = cl
+    Ap = c._loaded.data
+    units = row_units(Ap.indptr)
+    assert units is not None and units.num_units < A.shape[0]
+    edges = set(units.edges.tolist())
+    p = c.placement()
+    assert p.num_rows == A.shape[0]
+    assert all(b.start in edges and b.stop in edges for b in p.blocks)
+    c.multiply(F.random((40, 2), np.random.default_rng(3)), policy="usctec")
+    assert all(a in edges and b in edges for a, b in (pc.rows for pc in c.reports[-1].plan.pieces))
 
 
 def test_npz_matrix_survives_a_crash_mid_step(ray_session, tmp_path):
