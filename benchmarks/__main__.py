@@ -267,6 +267,13 @@ def summary(out: str) -> str:
             f"{ok_r}/{len(rows_)}", "all", ok_r == len(rows_), "sim_fidelity.json")
         add("simulator vs runtime, same traces: median within 20% with the calibrated cost",
             f"{ok_a}/{len(rows_)}", "all", ok_a == len(rows_), "sim_fidelity.json")
+    ss = _load(out, "sim_scale.json")
+    for r in (ss or {}).get("sizes", []):
+        if r.get("goal_s"):
+            ranked = sorted(r["compute"]["policies"].items(), key=lambda kv: kv[1]["median_s"])
+            add(f"simulator at N={r['N']:,}, {r['steps']} steps, five policies x (compute, "
+                f"cost): simulator wall", f"{r['wall_s']:.0f} s (fastest predicted: "
+                f"{ranked[0][0]})", f"< {r['goal_s']:.0f} s", bool(r["met"]), "sim_scale.json")
     sw = _load(out, "sweeps.json")
     if sw:
         last = sw["slowdown"][-1]
