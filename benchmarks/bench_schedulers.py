@@ -325,7 +325,9 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
                  log_to_driver=False)
     t0 = time.time()
     cmd = "python benchmarks/bench_schedulers.py" + (" --quick" if quick else "") + \
-        (f" --workers {workers}" if workers != 12 else "")
+        (f" --workers {workers}" if workers != 12 else "") + \
+        (f" --sizes {','.join(f'{x:g}' for x in sizes)}" if tuple(sizes) != (0.05, 1.0) else "") + \
+        (f" --steps {steps}" if steps else "") + (f" --tag {tag}" if tag else "")
     res = {"tag": tag or ("quick" if quick else "full"), "workers": workers, "steps": steps,
            "sizes": list(sizes), "command": cmd, "scenarios": {}, "order": [],
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),

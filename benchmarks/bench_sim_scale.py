@@ -107,8 +107,8 @@ def to_markdown(res: dict) -> str:
              f"{1e3 * c['round_trip_s']:.2f} ms, plan {1e3 * c['plan_s']:.1f} ms, worker "
              f"{1e3 * c['worker_call_s']:.2f} ms, per machine present "
              f"{1e3 * c.get('machine_s', 0.0):.2f} ms a step and, in a pull step, "
-             f"{1e3 * c.get('scan_s', 0.0):.3f} ms at every event: the runtime's pull loop "
-             f"asks every machine at every result).  Wall times on a shared host (noisy).  "
+             f"{1e3 * c.get('scan_s', 0.0):.3f} ms at every event: the driver's cost per "
+             f"result grows with the machines).  Wall times on a shared host (noisy).  "
              f"Command: `{res['command']}`.", "",
              "| N | steps | simulator wall (both runs) | goal | met | churn events |",
              "|---:|---:|---:|---:|:---:|---:|"]

@@ -20,8 +20,9 @@ also pays what the Ray runtime pays around the computation:
 * ``worker_call_s`` on the machine for every call (the worker's own time around the
   computation), added to the call's duration;
 * ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
-  in, a wake-up): the pull loop asks every machine with room for work and looks at every call
-  in flight.
+  in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
+  call in flight; the loop asks only the machines that may get work,
+  :mod:`~elastic_coded.schemes.policies.asking`).
 
 ``python -m benchmarks calibrate`` measures the figures on the host with a small Ray run and
 writes them to ``benchmarks/results/runtime_cost.json``; :meth:`RuntimeCost.load` reads that

@@ -10,7 +10,8 @@ finished, cancelled and lost, and asked :meth:`next_for` for each machine with r
 event, machines in plan order.  A machine the queue calls resting (it would answer nothing) is
 left out until its rest ends, one of its calls ends or the queue wakes it, which changes no
 step (a test checks it against asking everyone) and keeps an event's cost independent of the
-machines idle.
+machines idle; the runtime's loop fills the same way, through the same
+:class:`~elastic_coded.schemes.policies.asking.Asking`.
 
 * A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
   (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
@@ -40,6 +41,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
+from ..schemes.policies.asking import Asking
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from .cost import RuntimeCost
@@ -100,10 +102,7 @@ class _Run:
         self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
         self.machines = {m: _Machine() for m in sub.available}
         self.order = tuple(sub.available)
-        self.index = {m: i for i, m in enumerate(self.order)}
-        self.ask: set = set(self.order)   # machines to ask at the next fill
-        self.resting: dict = {}           # machine -> when the queue may give it work again
-        self.naps: list = []              # heap of (that time, tie, machine), finite ones
+        self.asking = Asking(self.order)  # which machines the next fill asks
         self.info: dict = {}     # key -> [machine, units, start, finish, duration, version]
         self.heap: list = []
         self.seq = 0
@@ -188,63 +187,15 @@ class _Run:
     # -- the driver ------------------------------------------------------------------------
     def _freed(self, m) -> None:
         """One of ``m``'s calls ended: it is asked at the next fill."""
-        self.resting.pop(m, None)
-        self.ask.add(m)
-
-    def _wake(self, asking: list, after: int) -> None:
-        """Machines the queue says may have work again: asked in this fill when they come
-        after place ``after`` in plan order, else at the next fill."""
-        everyone, woken = self.q.take_wakes()
-        for m in (list(self.resting) if everyone else woken):
-            if self.resting.pop(m, None) is None:
-                continue
-            i = self.index[m]
-            if i > after:
-                heapq.heappush(asking, i)
-            else:
-                self.ask.add(m)
+        self.asking.freed(m)
 
     def fill(self, now: float) -> None:
-        """Every live machine with room, in plan order, asks the queue for calls until it has
-        ``depth`` in flight or gets none (the runtime's ``_fill_all``; a machine without room
-        is skipped, as the runtime's loop skips it: filling only sends).  A machine the queue
-        says is resting (:meth:`~elastic_coded.schemes.policies.queues.CodedQueue.resting`)
-        would get nothing, so it is not asked until its rest ends, one of its calls ends or
-        the queue wakes it."""
-        q = self.q
-        q.refresh(now)
-        while self.naps and self.naps[0][0] <= now:
-            w, _, m = heapq.heappop(self.naps)
-            if self.resting.get(m) == w:
-                self._freed(m)
-        asking = [self.index[m] for m in self.ask]
-        heapq.heapify(asking)
-        self.ask = set()
-        self._wake(asking, -1)
-        macs, depth, last = self.machines, self.depth, -1
-        while asking:
-            i = heapq.heappop(asking)
-            m = self.order[i]
-            if i == last or len(macs[m].calls) >= depth or m in q.dead:
-                continue  # without room, asked again once one of its calls ends
-            last, units = i, None
-            while q.calls_in_flight(m) < depth:
-                units = q.next_for(m, now)
-                if not units:
-                    break
-                self.send(m, units, now)
-                self._wake(asking, i)
-            if units is not None and not units:
-                self._rest(m, now)
-
-    def _rest(self, m, now: float) -> None:
-        w = self.q.resting(m, now)
-        if w is None:
-            self.ask.add(m)
-            return
-        self.resting[m] = w
-        if w != math.inf:
-            heapq.heappush(self.naps, (w, len(self.naps), m))
+        """The runtime's fill (:class:`~elastic_coded.schemes.policies.asking.Asking`): every
+        live machine with room that may get work, in plan order, asks the queue for calls
+        until it has ``depth`` in flight or gets none; a machine without room is asked again
+        once one of its calls ends."""
+        macs, depth = self.machines, self.depth
+        self.asking.fill(self.q, now, depth, lambda m: len(macs[m].calls) < depth, self.send)
 
     def idle(self) -> bool:
         dead, depth = self.q.dead, self.depth

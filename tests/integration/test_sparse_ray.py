@@ -6,7 +6,7 @@ mid-step; and scipy's ``eigsh``, ``svds`` and ``lsqr`` run on the cluster's
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh, lsqr, svds
+from scipy.sparse.linalg import cg, eigsh, lsqr, svds
 
 from elastic_coded.algebra import field
 from elastic_coded.runtime import ElasticCluster
@@ -112,13 +112,18 @@ def test_svds_and_lsqr_through_the_operator_agree_with_scipy_under_churn(ray_ses
         assert all(r.verified for r in list(c.reports) + list(c.transposed.reports))
 
 
-def test_eigsh_through_the_operator_agrees_with_scipy(ray_session):
+def test_eigsh_and_cg_through_the_operator_agree_with_scipy(ray_session):
     A = sp.random(150, 150, density=0.04, format="csr", random_state=6)
-    S = sp.csr_array(A + A.T)
+    S = A + A.T
+    S = sp.csr_array(S + sp.eye(150) * (abs(S).sum(axis=1).max() + 1.0))  # diagonally dominant
     with ElasticCluster(S, "usctec-pull", L=2, S=1, machines=5) as c:
         w = np.sort(eigsh(c.as_linear_operator(), k=3, tol=1e-12)[0])
         w0 = np.sort(eigsh(S, k=3, tol=1e-12)[0])
         assert np.abs(w - w0).max() <= 1e-8 * np.abs(w0).max()
+        b = np.random.default_rng(7).standard_normal(150)
+        x, info = cg(c.as_linear_operator(), b, rtol=1e-12, maxiter=500)
+        x0 = np.linalg.solve(S.toarray(), b)
+        assert info == 0 and np.linalg.norm(x - x0) <= 1e-8 * np.linalg.norm(x0)
         with pytest.raises(ValueError, match="transpose=True"):
             c.as_linear_operator().rmatvec(np.ones(150))
 

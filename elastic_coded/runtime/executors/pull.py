@@ -23,6 +23,7 @@ from ...algebra.lagrange import code_width
 from ...errors import StepFailed
 from ...schemes.policies import pull as pl
 from ...schemes.policies import pull_step as ps
+from ...schemes.policies.asking import Asking
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
 from ...schemes.wire import Call, TaskSpec
@@ -159,6 +160,7 @@ class _Loop:
         self.calls: dict = {}      # machine -> calls sent (a scripted crash takes the first)
         # the coded rules look at the clock (a call becomes overdue); dynamic's only at arrivals
         self.tick = ps.tick_of(q)
+        self.asking = Asking(tuple(ctx.handles))  # asks only machines that may get work
 
     def run(self) -> None:
         g, col = self.g, self.col
@@ -170,8 +172,7 @@ class _Loop:
                     self._rescue()
                     if not g.pending:
                         raise StepFailed("step: results ran out before every output decoded")
-                idle = self.tick is not None and any(
-                    self.q.calls_in_flight(m) < self.depth for m in self._live())
+                idle = self.tick is not None and self.asking.waiting()
                 ready, _ = ray.wait(list(g.pending), num_returns=1,
                                     timeout=self.tick if idle else None)
                 if ready:
@@ -182,18 +183,10 @@ class _Loop:
                 cancel(ref)
                 self._forget(ref, time.perf_counter())
 
-    def _live(self) -> list:
-        return [m for m in self.ctx.handles if m not in self.q.dead]
-
     def _fill_all(self) -> None:
-        now = time.perf_counter()
-        self.q.refresh(now)
-        for m in self._live():
-            while self.q.calls_in_flight(m) < self.depth:
-                units = self.q.next_for(m, now)
-                if not units:
-                    break
-                self._send(m, units, now)
+        q, depth = self.q, self.depth
+        self.asking.fill(q, time.perf_counter(), depth,
+                         lambda m: q.calls_in_flight(m) < depth, self._send)
 
     def _send(self, m, units: list, now: float) -> None:
         first = self.calls.get(m, 0) == 0
@@ -209,6 +202,7 @@ class _Loop:
     def _take(self, ref) -> None:
         g = self.g
         m, call, _ = g.pending.pop(ref)
+        self.asking.freed(m)
         now = time.perf_counter()
         try:
             out = ray.get(ref)
@@ -239,6 +233,7 @@ class _Loop:
             return
         started = self.q.running.get(m) and self.q.running[m][0].key == ref
         cancel(ref)
+        self.asking.freed(m)
         if started:
             self.g.outrun.add(m)
         self._forget(ref, now, started)
