@@ -145,7 +145,12 @@ def change_rows(units: RowUnits, change):
 
 class UnitsFamily:
     """A USCTEC family planning :class:`RowUnits` (module docstring): ``inner`` is the family
-    made for ``units.num_units`` rows; what it returns is translated to rows of ``A``."""
+    made for ``units.num_units`` rows; what it returns is translated to rows of ``A``.
+
+    A budget ``e`` becomes ``min(1, e + 1/units)`` for the inner family: a machine may hold
+    one unit more than ``e`` of the units, so that budgets holding every row ``L+S`` times in
+    nonzeros (say six machines of 0.5 for ``L+S = 3``) do so in whole units too, whatever
+    the count of units.  The placement reports these budgets."""
 
     def __init__(self, inner, units: RowUnits):
         self.inner, self.units = inner, units
@@ -164,16 +169,23 @@ class UnitsFamily:
     def sources(self) -> tuple:
         return self.inner.sources()
 
+    def _budget(self, e: float) -> float:
+        return min(1.0, float(e) + 1.0 / self.units.num_units)
+
     def start(self, specs):
+        specs = [replace(s, storage=self._budget(s.storage)) for s in specs]
         return change_rows(self.units, self.inner.start(specs))
 
     def join(self, spec):
-        return change_rows(self.units, self.inner.join(spec))
+        return change_rows(self.units, self.inner.join(replace(spec, storage=self._budget(
+            spec.storage))))
 
     def forget(self, machine) -> None:
         self.inner.forget(machine)
 
     def repair(self, present, S: int, n_cols: int | None = None):
+        present = replace(present, budgets={m: self._budget(e)
+                                            for m, e in present.budgets.items()})
         return change_rows(self.units, self.inner.repair(present, S, n_cols))
 
     def rescue(self, m, need: int, exclude: set, machines: list):
