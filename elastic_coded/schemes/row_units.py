@@ -18,6 +18,7 @@ Pure: no Ray.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..errors import PlanError
 from .plan import Group, Placement, RowBlock, StepPlan
 
 __all__ = ["RowUnits", "row_units", "unit_count", "UnitsFamily", "MIN_UNITS", "ROWS_PER_UNIT",
-           "HEAVY_SHARE", "MIN_CUTS"]
+           "HEAVY_SHARE", "MIN_CUTS", "COUNT_MULTIPLE"]
 
 MIN_UNITS = 16
 """Fewer units than this and the matrix is planned by its rows."""
@@ -36,6 +37,8 @@ heavy rows would make units coarse."""
 ROWS_PER_UNIT = 2
 """Rows per unit on average at most: the slack that lets the cuts follow the nonzeros (a unit
 per row would leave no choice)."""
+COUNT_MULTIPLE = 240
+"""The count of units is rounded up to a multiple of this (:func:`row_units`)."""
 HEAVY_SHARE = 0.001
 """The share of the heaviest rows a unit may be lighter than (:func:`unit_count`)."""
 
@@ -92,10 +95,33 @@ def row_units(prefix) -> RowUnits | None:
     lo = hi - 1
     edges = np.where(target - prefix[lo] <= prefix[hi] - target, lo, hi)
     edges[0], edges[-1] = 0, q
-    edges = np.unique(edges)
+    edges = _round_count(prefix, np.unique(edges))
     if edges.size - 1 < MIN_UNITS:
         return None
     return RowUnits(edges.astype(np.int64))
+
+
+def _round_count(prefix: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``edges`` with cuts added, each splitting one of the heaviest units of several rows at
+    the row edge nearest its middle nonzero, until the count of units is a multiple of
+    :data:`COUNT_MULTIPLE` (of 12 below 20 times that, of 1 below 120 units, so that at most
+    one unit in 20 is split): budgets of 1/2, 1/3, 1/4, 1/5 or 1/8
+    are then whole numbers of units, as they are of a round number of rows, and a placement
+    whose budgets add up to ``L+S`` exactly stays feasible.  Unchanged when too few units
+    have several rows."""
+    n = edges.size - 1
+    add = (-n) % (COUNT_MULTIPLE if n >= 20 * COUNT_MULTIPLE else 12 if n >= 120 else 1)
+    a, b = edges[:-1], edges[1:]
+    split = np.flatnonzero(b - a >= 2)
+    if add == 0 or split.size < add:
+        return edges
+    weight = prefix[b[split]] - prefix[a[split]]
+    pick = split[np.argsort(-weight, kind="stable")[:add]]
+    mid = (prefix[a[pick]] + prefix[b[pick]]) / 2.0
+    cut = np.searchsorted(prefix, mid)  # the first row edge at or past the middle
+    cut = np.clip(np.where(mid - prefix[cut - 1] < prefix[cut] - mid, cut - 1, cut),
+                  a[pick] + 1, b[pick] - 1)
+    return np.sort(np.concatenate([edges, cut]))
 
 
 # -- translation: units -> rows (and back for a placement) ------------------------------------------
@@ -147,15 +173,18 @@ class UnitsFamily:
     """A USCTEC family planning :class:`RowUnits` (module docstring): ``inner`` is the family
     made for ``units.num_units`` rows; what it returns is translated to rows of ``A``.
 
-    A budget ``e`` becomes ``min(1, e + 1/units)`` for the inner family: a machine may hold
-    one unit more than ``e`` of the units, so that budgets holding every row ``L+S`` times in
-    nonzeros (say six machines of 0.5 for ``L+S = 3``) do so in whole units too, whatever
-    the count of units.  The placement reports these budgets."""
+    Budgets that hold every row ``L+S`` times in nonzeros but not in whole units (the count
+    of units is a multiple of 240 from 4,800 units, of 12 from 120, so this takes budgets such
+    as 1/7 adding up to ``L+S`` exactly) become ``min(1, e + 1/units)`` for the inner family, a
+    machine then holding up to one unit more than ``e``; the placement reports these
+    budgets.  (The slack is not given always: a designed placement with it can differ from
+    the one for exact budgets.)"""
 
     def __init__(self, inner, units: RowUnits):
         self.inner, self.units = inner, units
         self.name, self.has_LS = inner.name, inner.has_LS
         self._cache = (None, None)  # (the inner placement, it over rows)
+        self._slack = False  # budgets given a unit of slack (class docstring)
 
     @property
     def storage(self):
@@ -170,9 +199,15 @@ class UnitsFamily:
         return self.inner.sources()
 
     def _budget(self, e: float) -> float:
-        return min(1.0, float(e) + 1.0 / self.units.num_units)
+        return min(1.0, float(e) + 1.0 / self.units.num_units) if self._slack else float(e)
+
+    def _need_slack(self, budgets, K: int) -> bool:
+        n = self.units.num_units
+        whole = sum(math.floor(float(e) * n + 1e-9) for e in budgets)
+        return whole < K * n <= sum(float(e) for e in budgets) * n + 1e-6
 
     def start(self, specs):
+        self._slack = self._need_slack([s.storage for s in specs], self.inner.L + self.inner.S)
         specs = [replace(s, storage=self._budget(s.storage)) for s in specs]
         return change_rows(self.units, self.inner.start(specs))
 
@@ -184,6 +219,8 @@ class UnitsFamily:
         self.inner.forget(machine)
 
     def repair(self, present, S: int, n_cols: int | None = None):
+        self._slack = self._slack or self._need_slack(present.budgets.values(),
+                                                      self.inner.L + S)
         present = replace(present, budgets={m: self._budget(e)
                                             for m, e in present.budgets.items()})
         return change_rows(self.units, self.inner.repair(present, S, n_cols))
