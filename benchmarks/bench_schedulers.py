@@ -32,7 +32,8 @@ Per policy: median, mean and p95 step time, the ratio of the median to the best 
 the median ratio to the *ideal bound* of each step (its work over the sum of the speeds of the
 machines present, each divided by its slowdown), and the products computed over those of
 ``A @ B``.  Every product is checked against numpy.  Writes ``benchmarks/results/schedulers
-.json``, ``.md`` and ``schedulers.png``.
+.json``, ``.md`` and ``schedulers.png`` (``schedulers_TAG.*`` for a ``--tag`` or ``--quick``
+run).
 """
 
 from __future__ import annotations
@@ -302,7 +303,8 @@ def plot(res: dict, out_dir: str) -> list:
                  f"time over the best hand-written baseline", fontsize=9)
     ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
-    path = os.path.join(out_dir, "schedulers.png")
+    tag = res.get("tag", "full")
+    path = os.path.join(out_dir, "schedulers.png" if tag == "full" else f"schedulers_{tag}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return [path]
