@@ -32,8 +32,9 @@ class Loaded:
     A sparse ``A`` (:mod:`elastic_coded.algebra.sparse`): ``data`` is its CSR array with the
     rows in ``order`` (row ``order[i]`` of ``A`` at row ``i``, so that any run of rows holds
     nonzeros in proportion to its length); ``weights`` counts a row range's nonzeros, and the
-    controller's family plans units of equal nonzeros (:mod:`elastic_coded.schemes.row_units`).  Everything downstream (storage,
-    plans, checks) sees the reordered rows; the product is put back in ``A``'s order."""
+    controller's family plans units of equal nonzeros (:mod:`elastic_coded.schemes.row_units`).
+    Everything downstream (storage, plans, checks) sees the reordered rows; the product is put
+    back in ``A``'s order."""
 
     data: Any
     shape: tuple

@@ -124,7 +124,7 @@ def _round_count(prefix: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.sort(np.concatenate([edges, cut]))
 
 
-# -- translation: units -> rows (and back for a placement) ------------------------------------------
+# -- translation: units -> rows (and back for a placement) ---------------------------------------
 
 def placement_rows(units: RowUnits, p: Placement) -> Placement:
     blocks = tuple(RowBlock(*units.rows(b.start, b.stop), b.holders) for b in p.blocks)

@@ -170,7 +170,8 @@ def test_loads_follow_nonzeros_where_the_row_plan_misses_them():
         t = max(work.get(s.id, 0) / s.speed for s in specs)
         return t / (total * plan.K / speeds.sum())  # each machine: its groups' rows
 
-    units = _family(nnz, specs).plan("usctec", _present(specs), 1, StepRequest(0, "usctec", None, 4))
+    req = StepRequest(0, "usctec", None, 4)
+    units = _family(nnz, specs).plan("usctec", _present(specs), 1, req)
     rows = UsctecFamily(nnz.size, 2, 1, F, seed=1)
     rows.start(specs)
     by_rows = rows.plan("usctec", _present(specs), 1, StepRequest(0, "usctec", None, 4))
