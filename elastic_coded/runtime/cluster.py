@@ -204,8 +204,7 @@ class ElasticCluster:
     def _row_prefix(self):
         """A sparse ``A``'s nonzeros before each row (the controller's family plans them), or
         ``None``."""
-        w = self._loaded.weights
-        return None if w is None or w.prefix is None else w.prefix
+        return getattr(self._loaded.weights, "prefix", None)
 
     def _load(self, A):
         """Check ``A`` before Ray starts (kept as :attr:`_loaded`); returns its data."""

@@ -407,7 +407,7 @@ def _usctec(s: Setup) -> Family:
 
 
 FAMILIES: dict[str, Callable[[Setup], Family]] = {
-    "usctec": lambda s: _usctec(s),
+    "usctec": _usctec,
     "hetero": lambda s: HeteroFamily(s.options, s.masters, getattr(s.field, "order", None),
                                      s.seed),
     "unified": lambda s: UnifiedFamily(s.options, s.num_rows, s.field),

@@ -362,10 +362,7 @@ class CodedQueue(_Base):
         nothing again until ``nap_s`` has passed, one of its calls has ended or a machine was
         lost (a steal or a backup waits at most that long; idle machines cost the driver little
         however many there are)."""
-        if m in self.dead:
-            return []
-        nap = self._napping.get(m)
-        if nap is not None and now < nap[0] and nap[1:] == (self._losses, self._mver.get(m)):
+        if m in self.dead or self.resting(m, now) is not None:
             return []
         out = self._orphan_for(m)
         if out:
@@ -528,10 +525,7 @@ class DynamicQueue(_Base):
         return []
 
     def next_for(self, m, now: float) -> list:
-        if m in self.dead:
-            return []
-        nap = self._asleep.get(m)
-        if nap is not None and nap == self._stamp(m, nap[0]):
+        if m in self.dead or self.resting(m, now) is not None:
             return []   # nothing it needs has changed since it last got nothing
         out = self._orphan_for(m)
         if out:
