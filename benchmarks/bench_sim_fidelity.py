@@ -190,7 +190,8 @@ def resimulate(res: dict, cost, source: str) -> dict:
         sim1 = simulated(trace, case["time_scale"], cost)
         case.update(sim=sim0, sim_cost=sim1, policies=compare(case["runtime"], sim0, sim1))
     res.update(cost=cost.to_dict(), cost_source=source)
-    res["command"] += " (simulator columns: --resim)"
+    if not res["command"].endswith("(simulator columns: --resim)"):
+        res["command"] += " (simulator columns: --resim)"
     return res
 
 

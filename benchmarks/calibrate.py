@@ -3,19 +3,19 @@
     python -m benchmarks calibrate [--quick] [--out DIR]
     python benchmarks/calibrate.py [--quick] [--machines 8] [--out DIR]
 
-A small real Ray run: ``M`` and ``3 M`` emulated machines (speed 1) with a tiny ``time_scale``, so that a
-call's computation is a fraction of a millisecond and a step's time is the runtime's own.
+A small real Ray run: ``M``, ``3 M`` and ``9 M`` emulated machines (speed 1) with a tiny
+``time_scale``, so that a call's computation is a fraction of a millisecond and a step's time is the runtime's own.
 
 * ``plan_s``: the median of the reports' ``t_plan`` (the controller's planning, its round trip
   included);
 * per call on the driver: ``dynamic`` steps with 1, 4 and 8 chunks per machine (one call per
   chunk, plus its backup copies), their medians fitted by ``t_step = a + b * calls``
-  (least squares), at ``M`` and ``3 M`` machines; ``b`` grows with the machines the pull loop
-  looks at every event: ``scan_s`` is its growth per machine, and what is left at no machine is
-  split into ``call_s`` (dispatching) and ``round_trip_s`` (taking a result in) in the
+  (least squares), at each size; ``b`` grows with the machines the pull loop looks at every
+  event: ``scan_s`` is its growth per machine (a least-squares line through the sizes), and
+  what is left at no machine is split into ``call_s`` (dispatching) and ``round_trip_s`` (taking a result in) in the
   proportion plain Ray shows on this host (``8 M`` calls to one actor: the time to submit them
   against the time to get their results);
-* ``machine_s``: the growth per machine of the median ``uncoded`` step from ``M`` to ``3 M``;
+* ``machine_s``: the growth per machine of the median ``uncoded`` step from ``M`` to ``9 M``;
 * ``worker_call_s``: the median of the reports' ``slowest_needed_s`` on those steps (the
   slowest needed call's time on its worker with next to nothing to compute: an upper
   estimate of the worker's own time per call);
@@ -117,7 +117,7 @@ def measure_at(machines: int, steps: int) -> dict:
 
 
 def measure(sizes=(8, 24), steps: int = 8) -> dict:
-    """The cost from two cluster sizes (module docstring)."""
+    """The cost from two or more cluster sizes (module docstring)."""
     import ray
 
     from elastic_coded.machines import per_process
@@ -127,9 +127,12 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
     share = _plain_ray_split(8 * sizes[0])
     lo, hi = pts[0], pts[-1]
     dM = max(1, hi["machines"] - lo["machines"])
-    # the per-call cost grows with the machines the pull loop looks at, at every event
-    scan = max(0.0, (hi["per_call_s"] - lo["per_call_s"]) / dM)
-    b0 = max(0.0, lo["per_call_s"] - scan * lo["machines"])
+    # the per-call cost grows with the machines the pull loop looks at, at every event: a
+    # least-squares line through every size (two sizes alone let one noisy point set it)
+    Ms = np.array([p["machines"] for p in pts], dtype=np.float64)
+    scan, b0 = np.polyfit(Ms, [p["per_call_s"] for p in pts], 1)
+    scan = max(0.0, float(scan))
+    b0 = max(0.0, float(np.mean([p["per_call_s"] for p in pts]) - scan * Ms.mean()))
     hosted = per_process(None, TIME_SCALE)
     worker = float(np.median([r["slowest_s"] for p in pts for r in p["dynamic"]]))
     plan_s = float(np.median([p["t_plan_s"] for p in pts]))
@@ -168,9 +171,10 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
 def to_markdown(res: dict, command: str) -> str:
     c = res["cost"]
     lines = ["# Runtime cost, calibrated on this host", "",
-             f"{' and '.join(map(str, res['sizes']))} emulated machines, time_scale "
-             f"{res['time_scale']:g} (next to no computation), {res['steps']} steps per point on "
-             f"{res['host']['cpus']} CPUs (shared: noisy).  Command: `{command}`.", "",
+             f"{', '.join(map(str, res['sizes'][:-1]))} and {res['sizes'][-1]} emulated "
+             f"machines, time_scale {res['time_scale']:g} (next to no computation), "
+             f"{res['steps']} steps per point on {res['host']['cpus']} CPUs (shared: noisy).  "
+             f"Command: `{command}`.", "",
              "| field | value |", "|---|---:|"]
     lines += [f"| {k} | {v:.4g} |" for k, v in c.items()]
     lines += ["", "| check | machines | measured (s) | the cost's prediction (s) |",
@@ -190,7 +194,7 @@ def run(quick: bool = False, out_dir: str | None = None, machines: int = 8) -> d
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
                  log_to_driver=False)
-    res = measure((4, 8) if quick else (machines, 3 * machines), 3 if quick else 8)
+    res = measure((4, 8) if quick else (machines, 3 * machines, 9 * machines), 3 if quick else 8)
     cmd = "python -m benchmarks calibrate" + (" --quick" if quick else "")
     name = "runtime_cost" + ("_quick" if quick else "")
     return publish(out_dir, name, res, to_markdown(res, cmd))

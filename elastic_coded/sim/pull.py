@@ -21,7 +21,9 @@ machines idle; the runtime's loop fills the same way, through the same
   computing stops at once and frees its machine, one waiting is dropped.
 * While a machine has room and the queue is coded, the driver also wakes every
   :func:`~elastic_coded.schemes.policies.pull_step.tick_of` seconds (a unit may have become
-  overdue, so a coded backup may start).
+  overdue, so a coded backup may start), counted from when the driver is free to wait (as
+  the runtime's wait with a timeout: a result that arrived while the driver was busy is
+  taken at once, and no wake-up is spent meanwhile).
 * A crashed machine's first call fails at ``crash_at`` of its duration; the queue gets its
   units back (:meth:`lost`).  A step whose calls run out before every piece decoded is lost
   (``time = inf``): the runtime's driver asks the controller to re-plan such units, copying
@@ -83,6 +85,8 @@ class PullOutcome:
     """``{piece: time}`` each piece of :attr:`plan` decoded (``record=True``)."""
     plan: object = field(repr=False, default=None)
     """The sub-divided plan the units refer to (``record=True``)."""
+    wakes: tuple = field(repr=False, default=())
+    """``(driver's time, next result due)`` of every wake-up (``record=True``)."""
 
 
 class _Machine:
@@ -118,6 +122,7 @@ class _Run:
         self.ran: list = []
         self.filed: list = []
         self.decoded_at: dict = {}
+        self.wakes: list = []
 
     # -- the machines ----------------------------------------------------------------------
     def _schedule(self, m, now: float) -> None:
@@ -236,8 +241,11 @@ class _Run:
             if not self.heap:
                 return math.inf  # nothing in flight, pieces left: lost (module docstring)
             when, _, key, ver = self.heap[0]
-            if tick is not None and now + tick < when and self.idle():
-                now += tick
+            wait_from = max(now, self.driver)  # a busy driver starts its wait when free
+            if tick is not None and wait_from + tick < when and self.idle():
+                now = wait_from + tick
+                if self.record:
+                    self.wakes.append((max(now, self.driver), when))
                 if self.cost is not None:
                     self.driver = max(self.driver, now) + self.scan
                 self.fill(now)
@@ -275,4 +283,5 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
         t += cost.step_cost(len(plan.available))
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
-                       run.decoded_at if record else {}, sub if record else None)
+                       run.decoded_at if record else {}, sub if record else None,
+                       tuple(run.wakes))

@@ -252,3 +252,27 @@ def test_whole_plan_cost_hand_checked():
     # results at 1.0 and 1.01, 0.01 each (two machines per process's stream): the second
     # waits for the driver (1.01), taken in by 1.02; the one at 5.0 is not waited for
     assert driver_finish(np.array([1.0, 1.01, 5.0]), 1.01, c) == pytest.approx(1.02)
+
+
+@FAST
+@given(seed=st.integers(0, 50), scan=st.sampled_from([0.0, 1e-3, 2e-2]))
+def test_a_busy_driver_spends_no_wake_up_while_a_result_waits(seed, scan):
+    """A wake-up is the runtime's wait timing out: it starts when the driver is free, so it
+    never comes after a result it could have taken (with a cost whose per-event scan keeps the
+    driver busier than the wake-up interval, and without one)."""
+    from elastic_coded.schemes.usctec import design_placement
+
+    n, L, S = 10, 3, 2
+    ids = [f"m{i}" for i in range(n)]
+    speeds = np.random.default_rng(seed).uniform(1, 4, n)
+    placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=seed)
+    plan = REGISTRY["usctec-pull"].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
+    eff = {m: s / (6.0 if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
+    cost = RuntimeCost(call_s=1e-3, round_trip_s=1e-3, scan_s=scan)
+    out = pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost,
+                    record=True)
+    assert math.isfinite(out.time)
+    for t, due in out.wakes:
+        assert t < due, (t, due)
+    if scan == 0.0:
+        assert out.wakes  # the stragglers' units fall overdue: the driver does wake
