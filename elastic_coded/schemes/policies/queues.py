@@ -270,6 +270,7 @@ class CodedQueue(_Base):
                         self._victims.setdefault(h, {})[place] = v
         self._dues: list = []        # heap of (when due, m's version, tie, m)
         self._late: dict = {}        # m -> its version when found overdue
+        self._stuck_of: dict = {}    # m (overdue) -> [(piece, position)] it counts as stuck
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
         self.returned.add(m)
@@ -325,10 +326,10 @@ class CodedQueue(_Base):
         longer cover their piece, so idle machines may compute the piece elsewhere.  The
         machines whose calls changed are put in a heap by when their started call is due, so
         only the overdue ones are visited."""
-        self.stuck = {}
         self._touch()
         for m in self._dirty:
-            self._late.pop(m, None)
+            if self._late.pop(m, None) is not None:
+                self._stick(m, -1)
             due = self._head_due(m)
             if due > -float("inf"):
                 heapq.heappush(self._dues, (due, self._mver.get(m), self._seq, m))
@@ -336,15 +337,25 @@ class CodedQueue(_Base):
         self._dirty.clear()
         while self._dues and self._dues[0][0] < now:
             _, ver, _, m = heapq.heappop(self._dues)
-            if ver == self._mver.get(m):
+            if ver == self._mver.get(m) and m not in self._late:
                 self._late[m] = ver
-        for m in self._late:
+                self._stick(m, 1)
+
+    def _stick(self, m, step: int) -> None:
+        """Count (``step`` 1) or uncount (-1) the units of ``m`` waiting behind its overdue
+        call in :attr:`stuck`: they stay the same until ``m``'s calls change, which takes it
+        off the overdue machines first, so the counts are kept, not rebuilt."""
+        if step > 0:
             rs = self.running.get(m, [])
             head = rs[0].key
-            for r in rs:
-                if r.key != head:
-                    d = self.stuck.setdefault(r.unit.piece, {})
-                    d[r.unit.position] = d.get(r.unit.position, 0) + 1
+            self._stuck_of[m] = [(r.unit.piece, r.unit.position) for r in rs if r.key != head]
+        for piece, position in self._stuck_of.pop(m, []) if step < 0 else self._stuck_of[m]:
+            d = self.stuck.setdefault(piece, {})
+            d[position] = d.get(position, 0) + step
+            if d[position] <= 0:
+                del d[position]
+                if not d:
+                    del self.stuck[piece]
 
     def _free_at(self, m, now: float) -> float:
         ft = self._finish_times(m, now)
