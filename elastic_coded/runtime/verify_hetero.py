@@ -64,7 +64,7 @@ class HeteroChecks:
         while len(good) < code.k:
             usable = [n for n in ctx.handles if n not in state.caught]
             exclude = good.keys() | bad | asked
-            asks = _row_asks(plan.storage, m, code.k - len(good), exclude, usable)
+            asks = het.row_asks(plan.storage, m, code.k - len(good), exclude, usable)
             if not asks and usable and rescues < 2:  # fresh coded rows on a machine not caught
                 rescues += 1
                 got = ctx.ctrl.hetero_rescue(m, code.k - len(good), exclude,
@@ -123,20 +123,6 @@ def _screen_rows(sk, x, mach, got: dict, good: dict, bad: set, state) -> None:
     else:
         bad.update(idx)
         state.caught.add(mach)
-
-
-def _row_asks(storage, m: int, need: int, exclude: set, usable) -> list:
-    """``[(machine, ranges)]``: ``need`` coded rows of master ``m`` not in ``exclude``, from
-    the machines ``usable`` storing them (in id order)."""
-    out = []
-    for n in sorted((n for n in usable if n in storage.machines), key=str):
-        if need <= 0:
-            break
-        ranges = het.take_rows(het.ranges_minus(storage.rows_of(m, n), set(exclude)), need)
-        if ranges:
-            out.append((n, ranges))
-            need -= sum(b - a for a, b in ranges)
-    return out
 
 
 def _fetch_rows(ctx: StepContext, mach, m: int, ranges, xref, state) -> dict:

@@ -22,6 +22,22 @@ with the speed estimates the controller starts with.  A step, as the runtime's `
   first call's duration.  The storage is planned anew before the next step (the machines
   changed).  A rescue that finds no machine or no free coded row loses the step (``inf``), as
   the runtime raises.
+* Lies, as the runtime's verified step (``runtime/verify_hetero.py``, ``HeteroChecks.check``
+  and ``_repair``): every master is checked once every master has completed (the step's end);
+  master ``m`` fails when a lying machine's rows were among those it had received when it
+  completed (its decode used ``L_m`` of them; that the wrong one was among them is taken as
+  given, as the trace takes every lie as caught); a liar whose rows no master used costs
+  nothing.  The failing masters are repaired one after the other, in master order: the rows
+  received for the master (all of them, those that arrived after it completed too) are checked
+  by machine, a liar's fail and the liar is caught; while fewer than ``L_m`` check, the machines
+  not caught (in id order) are asked for rows of ``m`` they store that are not checked, failed
+  or already asked, and when none holds any, fresh coded rows are stored on the first machine not
+  caught (:func:`~elastic_coded.schemes.policies.hetero.rescue`, at most twice per master).  The
+  driver waits for each call before the next; a call of ``r`` rows takes
+  ``top_up_time * time_scale * slowdown`` (a top-up's model time; the runtime's emulation does
+  not pace these calls, ``pace_s = 0``), a crashed machine's fails at once, a liar asked lies
+  again and is caught.  The master is then decoded again (untimed); when its rows that check stay
+  fewer than ``L_m`` the runtime raises and the step is lost (``inf``).
 
 A machine runs its calls one after the other (as the USCTEC executor's machines do; the
 runtime's emulation paces concurrent calls independently).  :func:`hetero_lower_bound` is the
@@ -72,9 +88,9 @@ class HeteroStep:
     """One simulated heterogeneous-masters step."""
 
     time: float
-    """When the last master completed (``inf``: lost)."""
+    """When the last master completed, repairs included (``inf``: lost)."""
     master_times: tuple
-    """When each master completed (``inf``: never)."""
+    """When each master completed (``inf``: never); a repaired master when its repair ended."""
     replans: int
     """Storage plans made before this step (0 or 1)."""
     rows_moved: int
@@ -88,6 +104,12 @@ class HeteroStep:
     """:func:`hetero_lower_bound` of the step."""
     t_star: float = 0.0
     """``max_m t*_m`` of the step's assignment, times ``time_scale`` (MATH.md §3)."""
+    repairs: int = 0
+    """Masters repaired after failing the check (a liar's rows among those they used)."""
+    repair_calls: int = 0
+    """Calls of the repairs: rows fetched from machines not caught (module docstring)."""
+    caught: tuple = ()
+    """Machines caught lying in this step."""
 
 
 def hetero_lower_bound(storage: het.HeteroStorage, live, slow: Mapping,
@@ -147,6 +169,9 @@ class HeteroOutcome:
     rescued_rows: int
     storage: het.HeteroStorage = field(repr=False)
     """The storage after the step's rescues."""
+    repairs: int = 0
+    repair_calls: int = 0
+    caught: tuple = ()
 
 
 class _Step:
@@ -166,6 +191,10 @@ class _Step:
         self.death: dict = {}
         self.dead: set = set()
         self.received = [set() for _ in self.L]
+        self.got: list[dict] = [{} for _ in self.L]  # master -> {row: machine}, as collected
+        self.used: list[frozenset] = [frozenset() for _ in self.L]  # machines decoded from
+        self.caught: list = []
+        self.repairs = self.repair_calls = 0
         self.done = [math.inf] * len(self.L)
         self.topped: set = set()
         self.top_up_calls = self.rescued = 0
@@ -221,21 +250,87 @@ class _Step:
                 self.dead.add(c.machine)
                 if not math.isfinite(self.done[c.master]):
                     self.top_up(c.master, t)
-            elif not math.isfinite(self.done[c.master]):
-                self.received[c.master] |= c.rows
-                if len(self.received[c.master]) >= self.L[c.master]:
-                    self.done[c.master] = t
+            else:
+                got = self.got[c.master]
+                for i in c.rows:  # the collector keeps rows arriving after completion too
+                    got.setdefault(i, c.machine)
+                if not math.isfinite(self.done[c.master]):
+                    self.received[c.master] |= c.rows
+                    if len(self.received[c.master]) >= self.L[c.master]:
+                        self.done[c.master] = t
+                        self.used[c.master] = frozenset(got.values())
+
+    def repair(self, lying) -> None:
+        """The check and the repairs after the step (module docstring): each master whose rows
+        came from a liar in ``lying`` decoded again, one after the other."""
+        lying = set(lying)
+        if not lying or self.lost or not all(map(math.isfinite, self.done)):
+            return
+        t = max(self.done, default=0.0)
+        for m in range(len(self.L)):
+            if lying.isdisjoint(self.used[m]):
+                continue  # its check passes
+            self.repairs += 1
+            t = self._repair(m, t, lying)
+            self.done[m] = t
+            if not math.isfinite(t):
+                self.lost = True
+                return
+
+    def _repair(self, m: int, t: float, lying: set) -> float:
+        """Master ``m`` decoded again from rows that check, starting at ``t`` (the runtime's
+        ``HeteroChecks._repair``); returns when it is (``inf``: never)."""
+        good, bad = set(), set()
+        for i, n in self.got[m].items():
+            (bad if n in lying else good).add(i)
+            if n in lying and n not in self.caught:
+                self.caught.append(n)
+        asked, rescues, Lm = set(), 0, self.L[m]
+        while len(good) < Lm:
+            usable = [n for n in self.present if n not in self.caught]
+            exclude = good | bad | asked
+            asks = het.row_asks(self.st, m, Lm - len(good), exclude, usable)
+            if not asks and usable and rescues < 2:  # fresh coded rows on a machine not caught
+                rescues += 1
+                order = sorted((n for n in usable if n not in self.crashed
+                                and n in self.st.machines), key=str)
+                try:
+                    self.keep, moves = het.rescue(self.keep, m, Lm - len(good), exclude, order)
+                except PlanError:
+                    return math.inf
+                self.rescued += sum(b - a for _, a, b, _ in moves)
+                asks = [(moves[0][3], tuple((a, b) for _, a, b, _ in moves))]
+            if not asks:
+                break
+            for n, ranges in asks:
+                rows = {i for a, b in ranges for i in range(a, b)}
+                asked |= rows
+                self.repair_calls += 1
+                if n in self.crashed:  # dead: the call fails at once
+                    continue
+                t += paced(top_up_time(self.st, m, n, len(rows)), self.ts,
+                           float(self.slow.get(n, 1.0)))
+                if n in lying:  # it lies again in this step: caught
+                    bad |= rows
+                    if n not in self.caught:
+                        self.caught.append(n)
+                else:
+                    good |= rows
+        return t if len(good) >= Lm else math.inf
 
 
 def hetero_step(plan: het.HeteroStepPlan, present, slow: Mapping | None = None, crashed=(),
-                time_scale: float = 1.0, crash_at: float = 0.5) -> HeteroOutcome:
+                time_scale: float = 1.0, crash_at: float = 0.5, lying=()) -> HeteroOutcome:
     """Simulate one step of ``plan`` (module docstring) for the machines ``present``;
-    ``slow``: ``{machine: slowdown}``; ``crashed``: machines that die during the step."""
+    ``slow``: ``{machine: slowdown}``; ``crashed``: machines that die during the step;
+    ``lying``: machines returning wrong results in it."""
     s = _Step(plan, present, slow or {}, crashed, float(time_scale), float(crash_at))
     s.run(plan)
+    s.repair(lying)
     done = tuple(s.done)
     T = math.inf if s.lost else max(done, default=0.0)
-    return HeteroOutcome(T, done, tuple(sorted(s.topped)), s.top_up_calls, s.rescued, s.keep)
+    return HeteroOutcome(T, done, tuple(sorted(s.topped)), s.top_up_calls, s.rescued, s.keep,
+                         s.repairs, s.repair_calls, tuple(s.caught))
 
 
 class HeteroRun:
@@ -265,8 +360,9 @@ class HeteroRun:
         return sum(b - a for _, a, b, _ in moves)
 
     def step(self, t: int, present, estimates: Mapping, slow: Mapping, crashed,
-             fresh=()) -> HeteroStep:
-        """Step ``t`` for the machines ``present`` (``fresh``: those that joined before it)."""
+             fresh=(), lying=()) -> HeteroStep:
+        """Step ``t`` for the machines ``present`` (``fresh``: those that joined before it;
+        ``lying``: those returning wrong results in it)."""
         self.est.update(estimates)
         present = list(present)
         moved = replans = 0
@@ -279,8 +375,8 @@ class HeteroRun:
         plan = het.step_plan(self.storage, np.random.default_rng([self.seed, t]))
         live = [n for n in present if n not in set(crashed)]
         bound = hetero_lower_bound(plan.storage, live, slow, self.ts)
-        out = hetero_step(plan, present, slow, crashed, self.ts, self.crash_at)
+        out = hetero_step(plan, present, slow, crashed, self.ts, self.crash_at, lying)
         self.storage = out.storage
         return HeteroStep(out.time, out.master_times, replans, moved + out.rescued_rows,
                           out.topped_up, out.top_up_calls, out.rescued_rows, bound,
-                          max(plan.t_star) * self.ts)
+                          max(plan.t_star) * self.ts, out.repairs, out.repair_calls, out.caught)

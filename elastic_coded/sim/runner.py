@@ -151,6 +151,15 @@ class _Ctx:
                    lying=lying)
 
     @property
+    def lying_ids(self) -> tuple:
+        """The ids of the machines returning wrong results (the unified and hetero families
+        find them by their checks and repair, see :mod:`~elastic_coded.sim.unified` and
+        :mod:`~elastic_coded.sim.hetero`)."""
+        if self.lying is None:
+            return ()
+        return tuple(m for m, lies in zip(self.present, self.lying.tolist()) if lies)
+
+    @property
     def lost(self) -> np.ndarray | None:
         """Machines whose results the USCTEC family cannot use: crashed, or caught lying (their
         work is redone on other holders, costed as a crash's)."""
@@ -179,13 +188,14 @@ class _Unified:
 
     def step(self, ctx: _Ctx, rec: Record) -> None:
         out = self.run.step(ctx.t, ctx.present, ctx.by_machine(ctx.speed),
-                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids))
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.lying_ids)
         n, t = self.name, ctx.t
         rec.times[n][t] = out.time
         rec.redesigns[n][t] = out.redesigns
         rec.rows_moved[n][t] = out.rows_moved
-        for key in ("K", "q", "live", "m"):
+        for key in ("K", "q", "live", "m", "repairs", "repair_calls"):
             rec.detail(n, key, t, getattr(out, key))
+        rec.detail(n, "caught", t, len(out.caught))
 
 
 class _Hetero:
@@ -197,7 +207,8 @@ class _Hetero:
 
     def step(self, ctx: _Ctx, rec: Record) -> None:
         out = self.run.step(ctx.t, ctx.present, ctx.by_machine(self.configured[ctx.slots]),
-                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined)
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined,
+                            ctx.lying_ids)
         n, t = self.name, ctx.t
         rec.times[n][t] = out.time
         rec.redesigns[n][t] = out.replans
@@ -206,7 +217,8 @@ class _Hetero:
         rec.redispatched[n][t] = out.top_up_calls
         for key, val in (("lower_bound", out.lower_bound), ("t_star", out.t_star),
                          ("topped_up", len(out.topped_up)), ("top_up_calls", out.top_up_calls),
-                         ("rescued_rows", out.rescued_rows)):
+                         ("rescued_rows", out.rescued_rows), ("repairs", out.repairs),
+                         ("repair_calls", out.repair_calls), ("caught", len(out.caught))):
             rec.detail(n, key, t, val)
 
 

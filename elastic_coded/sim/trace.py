@@ -8,10 +8,14 @@ Membership follows the runtime (``runtime.events.apply`` and the controller): ma
 machines before the step, ``join`` adds them before the step, ``crash`` machines are planned for
 and die in the middle of the step (their results never arrive) and are gone from the next step;
 ``slow`` multiplies a machine's slowdown for this step; ``corrupt`` machines are planned for and
-return wrong results (the USCTEC family discards them at verification and redoes their work on
-other holders, costed as a crash) and, once they lied in
+return wrong results (each family pays for them its own way: the USCTEC family discards them at
+verification and redoes their work on other holders, costed as a crash; the unified and hetero
+families detect the wrong product after the decode when a liar's results were used and repair it
+with the runtime's repair calls, :mod:`~elastic_coded.sim.unified`,
+:mod:`~elastic_coded.sim.hetero`) and, once they lied in
 :data:`~elastic_coded.churn.CAUGHT_LIMIT` steps, are excluded after the step (every lie is taken
-as caught).  Two deliberate simplifications: a machine
+as caught, even one whose results no policy used; the runtime counts the steps a machine was
+caught in).  Two deliberate simplifications: a machine
 that crashes is dropped right after its step (the runtime drops an idle one at its next health
 check), and the events of step ``t+1`` are drawn for the machines actually present (the runtime
 passes the previous plan's machines, which still include those that crashed).

@@ -18,6 +18,23 @@ same generator; the step time is then the failed attempt's plus the new Map's.  
 (``inf``) only when no design fits the machines left.  The step time is the Map's: the Shuffle
 and the Reduce are not timed (their communication load ``L(q)`` is the design's, MATH.md §2).
 
+Lies, as the runtime's verified step (``runtime/verify_unified.py``, ``UnifiedChecks.verify``
+and ``_repair``): a lying machine's Map result is wrong, and the product decoded by the Reduce
+fails the check only when a liar is among the fastest ``q`` (the servers whose Map results the
+Shuffle uses); a liar outside them costs nothing.  The check fails after the Reduce (untimed, so
+at the Map's end); every server of the fastest ``q`` then hands over the Map result it kept (a
+repair call each, no compute: no time in the compute model), and the liars among them are
+caught.  When the coded rows of the honest ones decode
+(:func:`~elastic_coded.schemes.unified.decoding_rows`), the product is decoded again at the
+driver (untimed): the lie costs no time.  Otherwise the other servers, in server order, compute
+their Map again one after the other (the driver waits for each) until the rows that check
+decode: a server whose machine is not present or already caught is skipped, a crashed one fails
+at once, one that lies in this step lies again (and is caught); each takes its Map's time of
+the step, ``lat[k] * time_scale * slowdown / speed`` (the runtime's emulation does not pace
+these calls, ``pace_s = 0``; a real machine takes its Map's time).  When the rows that check
+never decode the runtime raises, and the step is lost (``inf``).  The machines are taken as free
+at the Map's end (the runtime cancels the calls of the slower servers).
+
 The design is made for ``rows`` rows of ``A`` (default 1: the smallest design, every row count
 being padded to the design's multiple); the Map time does not depend on it, the rows moved by a
 re-design scale with it (they are reported in the design's coded rows).
@@ -34,8 +51,9 @@ from ..algebra.fields import field as make_field
 from ..schemes.plan import PlanError
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import paced, quorum_time
+from ..schemes.unified import decoding_rows
 
-__all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "map_time"]
+__all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "map_time", "repair"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +84,8 @@ class UnifiedStep:
     """One simulated unified step."""
 
     time: float
-    """When the fastest ``q`` servers finished their Map (``inf``: lost)."""
+    """When the fastest ``q`` servers finished their Map, plus the repair of a lie among them
+    (``inf``: lost)."""
     redesigns: int
     """Re-encodings for this step: before it, and after crashes left fewer than ``q``."""
     rows_moved: int
@@ -77,6 +96,12 @@ class UnifiedStep:
     """Servers of the design present (crashing ones included)."""
     m: int = 0
     """Rows of ``A`` the design in force is padded to (rows moved / ``m``: copies of ``A``)."""
+    repairs: int = 0
+    """Products repaired (0 or 1): a liar was among the fastest ``q`` (module docstring)."""
+    repair_calls: int = 0
+    """Repair calls: the kept Map results fetched, then the Maps computed again."""
+    caught: tuple = ()
+    """Machines caught lying in this step."""
 
 
 def _finish(storage, lat, present, speed, slow, crashed, ts: float, crash_at: float) -> list:
@@ -96,6 +121,56 @@ def map_time(storage: uni.UnifiedStorage, lat: np.ndarray, present, speed, slow,
     machines that die during the step (``inf`` when fewer than ``q`` others finish)."""
     fin = _finish(storage, lat, present, speed, slow, crashed, time_scale, 0.0)
     return quorum_time([f for _, f, _ in fin], storage.q)
+
+
+@dataclass(frozen=True)
+class _Repair:
+    """What a lie cost one unified step (module docstring)."""
+
+    time: float = 0.0
+    """Time after the Map's end (``inf``: the rows that check never decode)."""
+    repairs: int = 0
+    calls: int = 0
+    caught: tuple = ()
+
+
+def repair(storage: uni.UnifiedStorage, lat: np.ndarray, fin: list, present, speed, slow,
+           crashed, lying, time_scale: float) -> _Repair:
+    """The detection and repair of lies in one unified Map (module docstring), as the runtime's
+    ``UnifiedChecks._repair``: ``fin`` from the Map's finishes (``[(server, finish, _)]``),
+    ``present`` the machines with a handle, ``crashed`` those dead, ``lying`` those that lie."""
+    lying, d = set(lying), storage.design
+    done = sorted((f, k) for k, f, _ in fin if math.isfinite(f))
+    Q = [k for _, k in done[:storage.q]]
+    if not lying.intersection(storage.servers[k] for k in Q):
+        return _Repair()
+    caught = [storage.servers[k] for k in Q if storage.servers[k] in lying]
+    good = {i for k in Q if storage.servers[k] not in lying
+            for a, b in storage.ranges_of(k) for i in range(a, b)}
+    calls, extra, present, crashed = len(Q), 0.0, set(present), set(crashed)
+    for k in (k for k in range(len(storage.servers)) if k not in Q):
+        if _decodes(d, good):
+            break
+        mach = storage.servers[k]
+        if mach not in present or mach in caught:
+            continue
+        calls += 1
+        if mach in crashed:  # dead: the call fails at once
+            continue
+        extra += paced(float(lat[k]), time_scale, float(slow.get(mach, 1.0)),
+                       float(speed[mach]))
+        if mach in lying:  # it lies again in this step: caught
+            caught.append(mach)
+        else:
+            good.update(i for a, b in storage.ranges_of(k) for i in range(a, b))
+    if not _decodes(d, good):
+        extra = math.inf
+    return _Repair(extra, 1, calls, tuple(caught))
+
+
+def _decodes(design, rows: set) -> bool:
+    """Whether the coded ``rows`` decode the product (the driver's ``decoding_rows``)."""
+    return decoding_rows(design, sorted(rows)) is not None
 
 
 class UnifiedRun:
@@ -123,8 +198,9 @@ class UnifiedRun:
         redesign = int(new and old is not None)
         return st, redesign, (uni.values_moved(st, 1)[0] if new else 0)
 
-    def step(self, t: int, present, speed, slow, crashed) -> UnifiedStep:
-        """Step ``t`` for the machines ``present`` (``speed``, ``slow``: by machine)."""
+    def step(self, t: int, present, speed, slow, crashed, lying=()) -> UnifiedStep:
+        """Step ``t`` for the machines ``present`` (``speed``, ``slow``: by machine;
+        ``crashed``: machines that die in it, ``lying``: those returning wrong results)."""
         redesigns = moved = 0
         start, left = 0.0, list(present)
         for attempt in range(2):
@@ -138,12 +214,14 @@ class UnifiedRun:
             redesigns, moved = redesigns + r, moved + mv
             live = len(st.live(present)) if attempt == 0 else len(st.live(left))
             lat = uni.map_latencies(st, self.v.inputs, np.random.default_rng([self.seed, t]))
-            fin = _finish(st, lat, left, speed, slow, crashed if attempt == 0 else (), self.ts,
-                          self.crash_at)
+            dead = crashed if attempt == 0 else ()
+            fin = _finish(st, lat, left, speed, slow, dead, self.ts, self.crash_at)
             T = quorum_time([f for _, f, _ in fin], st.q)
             if math.isfinite(T) or attempt:
-                return UnifiedStep(start + T, redesigns, moved, st.design.K, st.q, live,
-                                   st.design.m)
+                rep = (repair(st, lat, fin, left, speed, slow, dead, lying, self.ts)
+                       if math.isfinite(T) and lying else _Repair())
+                return UnifiedStep(start + T + rep.time, redesigns, moved, st.design.K, st.q,
+                                   live, st.design.m, rep.repairs, rep.calls, rep.caught)
             # fewer than q finish: known when every call has returned or failed; run again
             # on the machines left, without the crashes
             start = max((done for _, _, done in fin), default=0.0)

@@ -34,7 +34,7 @@ from ..wire import TaskSpec
 
 __all__ = ["ASSIGNMENTS", "HeteroOptions", "HeteroStorage", "HeteroStepPlan", "plan_storage",
            "step_plan", "source_name", "capacities", "rescue",
-           "ranges_minus", "take_rows", "row_time"]
+           "ranges_minus", "take_rows", "row_time", "row_asks"]
 
 ASSIGNMENTS = ("iterated_greedy", "simple_greedy", "exact", "probabilistic", "uncoded",
                "unbalanced_coded")
@@ -365,3 +365,17 @@ def row_time(st: HeteroStorage, m: int, machine) -> float:
     j = st.machines.index(machine)
     return float(st.problem.a[m, j] + 1.0 / st.problem.u[m, j])
 
+
+def row_asks(storage: HeteroStorage, m: int, need: int, exclude: set, usable) -> list:
+    """``[(machine, ranges)]``: ``need`` coded rows of master ``m`` not in ``exclude``, from
+    the machines ``usable`` storing them, in id order (a repair's fresh rows: the runtime's
+    checks and the simulator ask the same machines)."""
+    out = []
+    for n in sorted((n for n in usable if n in storage.machines), key=str):
+        if need <= 0:
+            break
+        ranges = take_rows(ranges_minus(storage.rows_of(m, n), set(exclude)), need)
+        if ranges:
+            out.append((n, ranges))
+            need -= sum(b - a for a, b in ranges)
+    return out
