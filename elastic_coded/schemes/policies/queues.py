@@ -53,11 +53,12 @@ class _Base:
     stuck: dict = field(default_factory=dict)     # piece -> {position: of those, stuck}
     # indexes (see the module docstring)
     _hset: tuple = field(default=(), repr=False)
-    _calls: dict = field(default_factory=dict, repr=False)     # (m, key) -> (seq, pieces)
+    _calls: dict = field(default_factory=dict, repr=False)     # (m, key) -> (seq, units)
     _by_piece: dict = field(default_factory=dict, repr=False)  # piece -> {(m, key): None}
     _order: dict = field(default_factory=dict, repr=False)     # m -> its place in running
     _mver: dict = field(default_factory=dict, repr=False)      # m -> changes of its calls
     _dirty: set = field(default_factory=set, repr=False)       # machines changed since refresh
+    _pver: dict = field(default_factory=dict, repr=False)      # piece -> changes of its calls
     _seq: int = 0
     _ver: int = 0
     _losses: int = 0
@@ -95,9 +96,19 @@ class _Base:
             d = self.pos.setdefault(u.piece, {})
             d[u.position] = d.get(u.position, 0) + step
 
+    _track_pieces = False   # keep :attr:`_pver` (the coded rules' backup candidates read it)
+
+    def _bump(self, pieces) -> None:
+        if not self._track_pieces:
+            return
+        pv = self._pver
+        for p in pieces:
+            pv[p] = pv.get(p, 0) + 1
+
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
         self._dirty.add(m)
+        self._bump(r.unit.piece for r in self.running.get(m, ()))
 
     def _put(self, m, rs: list) -> None:
         self._mtouch(m)
@@ -108,8 +119,9 @@ class _Base:
 
     def _unindex(self, m, key) -> None:
         entry = self._calls.pop((m, key), None)
-        for p in entry[1] if entry else ():
-            self._by_piece.get(p, {}).pop((m, key), None)
+        for u in entry[1] if entry else ():
+            self._by_piece.get(u.piece, {}).pop((m, key), None)
+            self._bump((u.piece,))
 
     # -- events ----------------------------------------------------------------------------
     def sent(self, m, units, key, now: float) -> None:
@@ -120,9 +132,10 @@ class _Base:
         self._count(units, 1)
         seq, old = self._calls.get((m, key), (self._seq, []))
         self._seq += 1
-        self._calls[(m, key)] = (seq, old + [u.piece for u in units])
+        self._calls[(m, key)] = (seq, old + list(units))
         for u in units:
             self._by_piece.setdefault(u.piece, {})[(m, key)] = None
+        self._bump(u.piece for u in units)
         self._touch()
 
     def _restart(self, m, now: float) -> None:
@@ -149,6 +162,7 @@ class _Base:
             self._mtouch(m)
         for u in mine:
             self.done.setdefault(u.piece, set()).add(u.position)
+        self._bump(u.piece for u in mine)
         self._touch()
         return mine
 
@@ -170,15 +184,17 @@ class _Base:
         nothing else still needed, to cancel (in the order of the machines' first calls, then
         of their calls)."""
         self.complete.add(piece)
+        self._bump((piece,))
         self._touch()
         out = [mk for mk in self._by_piece.pop(piece, {})
-               if all(p in self.complete for p in self._calls[mk][1])]
+               if all(u.piece in self.complete for u in self._calls[mk][1])]
         return sorted(out, key=lambda mk: (self._order[mk[0]], self._calls[mk][0]))
 
     def lost(self, m) -> None:
         """``m`` died: its running units go back to the queue."""
         self.dead.add(m)
         gone = self.running.pop(m, [])
+        self._bump(r.unit.piece for r in gone)
         self._order.pop(m, None)
         self._mtouch(m)
         for key in dict.fromkeys(r.key for r in gone):
@@ -249,6 +265,7 @@ class CodedQueue(_Base):
     def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
                  rate: dict, batch_s: float = 0.0, margin: float = 0.1):
         super().__init__(need, holders, products, dict(rate))
+        self._track_pieces = True
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
         self.nap_s = max(NAP_MIN_S, NAP_SHARE * batch_s)
@@ -256,6 +273,7 @@ class CodedQueue(_Base):
         self.stolen = self.backups = 0
         self.returned: set = set()
         self._memo_key, self._memo = None, {}
+        self._cands: dict = {}     # piece -> (its version, valid until, at, candidate)
         self._kept: dict = {}   # m -> (its version, valid until, finish times)
         self._due: dict = {}    # m -> (its version, when its started call is due)
         self._pieces_of: dict = {}   # m -> the pieces it stores
@@ -296,6 +314,10 @@ class CodedQueue(_Base):
         when it ends, its calls run one after another, and a call overdue is expected to take
         as long again as it has taken so far.  Until the started call is overdue they do not
         depend on ``now``, so they are kept while ``m``'s calls and rate stay the same."""
+        return self._ends(m, now)[0]
+
+    def _ends(self, m, now: float) -> tuple:
+        """``(_finish_times, {call key: its expected end})`` of ``m`` at ``now``."""
         memo = self._now(now).setdefault("finish", {})
         if m in memo:
             return memo[m]
@@ -304,9 +326,9 @@ class CodedQueue(_Base):
             memo[m] = kept[2]
             return kept[2]
         out = _call_ends(self.running.get(m, []), self.products, self._rate(m), now)
-        memo[m] = out
-        self._kept[m] = (self._mver.get(m), self._head_due(m), out)
-        return out
+        memo[m] = got = (out, {r.key: t for r, t in out})
+        self._kept[m] = (self._mver.get(m), self._head_due(m), got)
+        return got
 
     def _head_due(self, m) -> float:
         """When the call ``m`` is computing is due (``-inf`` when none has started)."""
@@ -420,8 +442,12 @@ class CodedQueue(_Base):
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
         # only the queues holding units m can run: latest end first, ties in the queues' order
-        ends = sorted(((self._end_of(v, now), place, v)
-                       for place, v in self._victims.get(m, {}).items() if self.queues.get(v)),
+        # (queues only shrink, so the empty ones are dropped for good)
+        vict = self._victims.get(m, {})
+        live = {place: v for place, v in vict.items() if self.queues.get(v)}
+        if len(live) < len(vict):
+            self._victims[m] = live
+        ends = sorted(((self._end_of(v, now), place, v) for place, v in live.items()),
                       key=lambda e: (-e[0], e[1]))
         for end, _, v in ends:
             if end <= mine_free:
@@ -440,21 +466,26 @@ class CodedQueue(_Base):
     def _candidate(self, piece: int, now: float):
         """For a piece running and not decoded, with a free position and results still due:
         ``(expected finishes sorted, k, a unit, free position)``, ``k`` the results it still
-        needs; else ``None``.  Read from the calls running it, kept for the instant."""
-        memo = self._now(now).setdefault("cands", {})
-        if piece in memo:
-            return memo[piece]
-        calls, out = self._by_piece.get(piece), None
+        needs; else ``None``.  Read from the calls running it; kept while none of them changes
+        (:meth:`_bump`) and none of their machines is overdue (then for the instant only)."""
+        ver = self._pver.get(piece, 0)
+        got = self._cands.get(piece)
+        if got is not None and got[0] == ver and (now <= got[1] or now == got[2]):
+            return got[3]
+        calls, out, until = self._by_piece.get(piece), None, math.inf
         if calls and piece not in self.complete:
-            lst = [(t, r.unit) for v, key in calls for r, t in self._finish_times(v, now)
-                   if r.key == key and r.unit.piece == piece]
+            lst = []
+            for vk in calls:   # each call's units share its end
+                t = self._ends(vk[0], now)[1][vk[1]]
+                until = min(until, self._head_due(vk[0]))
+                lst.extend((t, u) for u in self._calls[vk][1] if u.piece == piece)
             done = self.done.get(piece, set())
             used = done | {u.position for _, u in lst}
             free = next((p for p in range(self.K) if p not in used), None)
             k = self.need - len(done)   # results still needed
             if free is not None and 0 < k <= len(lst):
                 out = (sorted(t for t, _ in lst), k, lst[0][1], free)
-        memo[piece] = out
+        self._cands[piece] = (ver, until, now, out)
         return out
 
     def _backup(self, m, now: float):
@@ -464,8 +495,12 @@ class CodedQueue(_Base):
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
         best, running, complete = None, self._by_piece, self.complete
-        for piece in self._pieces_of.get(m, ()):
-            if piece in complete or not running.get(piece):
+        mine_pieces = self._pieces_of.get(m, ())
+        left = [p for p in mine_pieces if p not in complete]   # decoded pieces dropped for good
+        if len(left) < len(mine_pieces):
+            self._pieces_of[m] = left
+        for piece in left:
+            if not running.get(piece):
                 continue
             c = self._candidate(piece, now)
             if c is None:
