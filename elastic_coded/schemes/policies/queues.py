@@ -101,9 +101,11 @@ class _Base:
     def _bump(self, pieces) -> None:
         if not self._track_pieces:
             return
-        pv = self._pver
+        pv, barren, hset = self._pver, self._barren, self._hset
         for p in pieces:
             pv[p] = pv.get(p, 0) + 1
+            if barren:
+                barren.difference_update(hset[p])
 
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
@@ -265,6 +267,11 @@ class CodedQueue(_Base):
     def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
                  rate: dict, batch_s: float = 0.0, margin: float = 0.1):
         super().__init__(need, holders, products, dict(rate))
+        # machines with an empty queue, no queue to steal from and no backup candidate among
+        # the pieces they store: that lasts until one of those pieces changes (:meth:`_bump`;
+        # queues only shrink), so they are given nothing without a look
+        self._barren: set = set()
+        self._bare = 0
         self._track_pieces = True
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
@@ -400,6 +407,8 @@ class CodedQueue(_Base):
         out = self._orphan_for(m)
         if out:
             return out
+        if m in self._barren:   # still nothing to steal and no backup candidate: a miss
+            return self._nap(m, now)
         q = self.queues.get(m, [])
         # slow start: one unit per call until the machine has returned one in this step, so a
         # machine that straggles from the start holds little; then calls of ``batch_s``
@@ -421,6 +430,11 @@ class CodedQueue(_Base):
         if u is not None:
             self.backups += 1
             return [u]
+        if self._bare == 2:
+            self._barren.add(m)
+        return self._nap(m, now)
+
+    def _nap(self, m, now: float) -> list:
         self._napping[m] = (now + self.nap_s, self._losses, self._mver.get(m))
         return []
 
@@ -447,6 +461,7 @@ class CodedQueue(_Base):
         live = {place: v for place, v in vict.items() if self.queues.get(v)}
         if len(live) < len(vict):
             self._victims[m] = live
+        self._bare = 0 if live else 1
         ends = sorted(((self._end_of(v, now), place, v) for place, v in live.items()),
                       key=lambda e: (-e[0], e[1]))
         for end, _, v in ends:
@@ -494,7 +509,7 @@ class CodedQueue(_Base):
         equal gains, the lowest piece)."""
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
-        best, running, complete = None, self._by_piece, self.complete
+        best, running, complete, bare = None, self._by_piece, self.complete, True
         mine_pieces = self._pieces_of.get(m, ())
         left = [p for p in mine_pieces if p not in complete]   # decoded pieces dropped for good
         if len(left) < len(mine_pieces):
@@ -505,12 +520,14 @@ class CodedQueue(_Base):
             c = self._candidate(piece, now)
             if c is None:
                 continue
+            bare = False
             times, k, unit, free = c
             mine = mine_free + self.products[unit] / rate
             gain = times[k - 1] - _kth_with(times, k, mine)
             if gain > self.margin * (times[k - 1] - now) and \
                     (best is None or (gain, -piece) > best[:2]):
                 best = (gain, -piece, replace(unit, position=free))
+        self._bare += bare
         return None if best is None else best[2]
 
 
