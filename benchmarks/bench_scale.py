@@ -17,6 +17,10 @@ embedded Ray.  Side by side in one run and on the same inputs:
   ``/proc/<pid>/stat``), divided by ``M``: the driver's and the controller's are what does not
   shrink on a real cluster, so they are reported apart.
 
+The whole run caps numpy's BLAS threads in the driver at one, as a step does
+(``ray.driver_blas_threads``): Ray's floor and the correctness checks between steps run under the
+same cap, so idle BLAS threads spinning after a check load neither side.
+
 Writes ``scale.json``, ``scale.md`` and ``scale.png`` (with matplotlib).  The goals (issue
 "Scale"): the default's step <= 1.5x Ray's floor at every ``M``; driver plus controller CPU
 <= 0.3 ms per machine per step at ``M = 96``.
@@ -226,9 +230,12 @@ def run_size(M: int, steps: int, warm: int, seed: int = 0) -> dict:
     speeds = _speeds(M)
     per = per_process(M)
     ideal = TIME_SCALE / sum(speeds)
-    floor = ray_floor(A, speeds, Bs[warm - 1:], per)
-    res = {"M": M, "machines_per_process": per, "ideal_s": ideal, "ray_floor": floor,
-           "policies": runtime(A, speeds, Bs, per, warm)}
+    from elastic_coded.runtime import blas
+
+    with blas.limited(1):  # Ray's floor and the checks in the driver: numpy's BLAS as in a step
+        floor = ray_floor(A, speeds, Bs[warm - 1:], per)
+        res = {"M": M, "machines_per_process": per, "ideal_s": ideal, "ray_floor": floor,
+               "policies": runtime(A, speeds, Bs, per, warm)}
     d = res["policies"]["usctec-auto"]
     res["default_over_floor"] = d["median_s"] / floor["median_s"]
     res["default_driver_plus_controller_ms_per_machine"] = (

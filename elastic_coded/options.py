@@ -138,7 +138,8 @@ class RayOptions:
     (``machines="auto"``: one machine per that many CPUs of a node; ``None``: 1);
     ``machines_per_process`` (machines sharing one worker process; ``None``: 4 with emulated
     speeds, else 1); ``ping_timeout`` and ``health_interval`` (seconds: a machine silent that
-    long is dead; between health checks)."""
+    long is dead; between health checks); ``driver_blas_threads`` (the BLAS threads the driver
+    uses during a step, :mod:`~elastic_coded.runtime.blas`; ``None``: numpy's own)."""
 
     address: str | None = None
     num_cpus: int | None = None
@@ -146,6 +147,7 @@ class RayOptions:
     machines_per_process: int | None = None
     ping_timeout: float = 5.0
     health_interval: float = 1.0
+    driver_blas_threads: int | None = 1
 
     def __post_init__(self):
         _check(self.address is None or isinstance(self.address, str), "ray.address",
@@ -157,6 +159,7 @@ class RayOptions:
         _int_or_none("ray.machines_per_process", self.machines_per_process)
         _positive("ray.ping_timeout", self.ping_timeout)
         _positive("ray.health_interval", self.health_interval)
+        _int_or_none("ray.driver_blas_threads", self.driver_blas_threads)
 
 
 @dataclass(frozen=True)

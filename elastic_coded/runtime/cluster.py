@@ -33,7 +33,7 @@ from ..errors import ShortOfMachines, StepFailed
 from ..schemes.policies.modes import choose_mode, next_mode
 from ..schemes.registry import added_policies, policy_of, step_code
 from ..schemes.policies import family_of, parse_options
-from . import events as churn_events, inputs, membership as mem
+from . import blas, events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
@@ -288,7 +288,12 @@ class ElasticCluster:
         family); ``events`` replaces the churn script's events for this step: a
         :class:`~elastic_coded.churn.StepEvents` or a mapping in the churn script's form,
         such as ``{"crash": "m4", "slow": ["m1"], "factor": 6}``
-        (:func:`~elastic_coded.churn.parse_events`)."""
+        (:func:`~elastic_coded.churn.parse_events`).  The driver's BLAS threads are capped
+        meanwhile (``ray.driver_blas_threads``, :mod:`.blas`)."""
+        with blas.limited(self.ray_options.driver_blas_threads):
+            return self._multiply(B, policy, events)
+
+    def _multiply(self, B, policy, events):
         policy = policy or self.policy
         if family_of(policy) != self.family:
             raise ValueError(f"policy: {policy!r} needs {family_of(policy)} storage; this "
