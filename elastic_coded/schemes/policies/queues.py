@@ -105,7 +105,10 @@ class _Base:
         for p in pieces:
             pv[p] = pv.get(p, 0) + 1
             if barren:
-                barren.difference_update(hset[p])
+                up = barren & hset[p]
+                if up:   # they may have a backup candidate again: woken
+                    barren -= up
+                    self._woken |= up
 
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
@@ -269,7 +272,7 @@ class CodedQueue(_Base):
         super().__init__(need, holders, products, dict(rate))
         # machines with an empty queue, no queue to steal from and no backup candidate among
         # the pieces they store: that lasts until one of those pieces changes (:meth:`_bump`;
-        # queues only shrink), so they are given nothing without a look
+        # queues only shrink), so they rest until then and are woken by the change
         self._barren: set = set()
         self._bare = 0
         self._track_pieces = True
@@ -401,14 +404,16 @@ class CodedQueue(_Base):
         coded backup; ``[]`` when nothing helps.  A machine given nothing naps: it is given
         nothing again until ``nap_s`` has passed, one of its calls has ended or a machine was
         lost (a steal or a backup waits at most that long; idle machines cost the driver little
-        however many there are)."""
+        however many there are).  A machine with nothing it could do at any time (an empty
+        queue, no queue left to steal from, no backup candidate among the pieces it stores)
+        rests until one of those pieces changes, which wakes it (:meth:`take_wakes`)."""
         if m in self.dead or self.resting(m, now) is not None:
             return []
         out = self._orphan_for(m)
         if out:
             return out
         if m in self._barren:   # still nothing to steal and no backup candidate: a miss
-            return self._nap(m, now)
+            return self._nap(m, math.inf)
         q = self.queues.get(m, [])
         # slow start: one unit per call until the machine has returned one in this step, so a
         # machine that straggles from the start holds little; then calls of ``batch_s``
@@ -432,10 +437,11 @@ class CodedQueue(_Base):
             return [u]
         if self._bare == 2:
             self._barren.add(m)
-        return self._nap(m, now)
+            return self._nap(m, math.inf)
+        return self._nap(m, now + self.nap_s)
 
-    def _nap(self, m, now: float) -> list:
-        self._napping[m] = (now + self.nap_s, self._losses, self._mver.get(m))
+    def _nap(self, m, until: float) -> list:
+        self._napping[m] = (until, self._losses, self._mver.get(m))
         return []
 
     def resting(self, m, now: float):
