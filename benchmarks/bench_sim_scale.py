@@ -17,7 +17,9 @@ runtime cost (``runtime_cost.json``, ``python -m benchmarks calibrate``; its def
 missing).  Per policy: the median step, its ratio to ``dynamic``'s, and the growth of the
 median from the smallest size.  The simulator's own wall time per size is measured (goals:
 ``N = 1,000`` for 30 steps under 3 minutes, ``N = 10,000`` for 10 steps under 10 minutes; the
-table says "no" where missed).  Writes ``sim_scale.json`` and ``sim_scale.md``.  Wall times on
+table says "no" where missed).  With the cost, ``usctec-pull`` is left out at 10,000 machines
+(one simulated step took over 5 minutes; the table says "not simulated").  Writes
+``sim_scale.json`` and ``sim_scale.md``.  Wall times on
 a shared host are noisy.
 """
 
@@ -89,9 +91,11 @@ def one_size(N: int, steps: int, cost, seed: int = 7) -> dict:
     out["wall_s"] = time.perf_counter() - t0
     goal = GOALS.get(N)
     out["goal_s"] = goal[1] if goal and steps >= goal[0] else None
-    out["met"] = None if out["goal_s"] is None else out["wall_s"] <= out["goal_s"]
     out["met_runs"] = None if out["goal_s"] is None else \
-        {label: out[label]["wall_s"] <= out["goal_s"] for label in ("compute", "cost")}
+        {label: out[label]["wall_s"] <= out["goal_s"] and len(out[label]["policies"]) ==
+         len(POLICIES) for label in ("compute", "cost")}   # a policy left out: not met
+    out["met"] = None if out["goal_s"] is None else \
+        out["wall_s"] <= out["goal_s"] and all(out["met_runs"].values())
     return out
 
 

@@ -315,3 +315,72 @@ def test_pull_plan_makes_only_the_modes_asked_for():
         with pytest.raises(ValueError, match=rule):
             pl.coded_pull_plan(placement, avail, [1.0] * 8, 4, 2, eager=bad != ("eager",),
                                modes=bad)
+
+
+def _rest_is_earned(q, t):
+    """Every machine the coded rules leave resting for good has nothing it could do: no queue
+    to steal from and no backup candidate (computed afresh) among the pieces it stores."""
+    for m in list(q._napping):
+        if q.resting(m, t) != math.inf:
+            continue
+        assert not [v for v in q._victims.get(m, {}).values() if q.queues.get(v)], m
+        q._cands.clear()
+        for p in q._pieces_of.get(m, ()):
+            if p not in q.complete and q._by_piece.get(p):
+                assert q._candidate(p, t) is None, (m, p)
+
+
+def _rests_checked(n, units, seed, slowed) -> set:
+    """A step with ``slowed`` machines (backups are due), the resting rule checked at every
+    event (:func:`_rest_is_earned`); the machines that rested."""
+    L, S = 4, 2
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, n))}
+    _, _, sub, _, q = _coded(n, L, S, speeds, units, seed)
+    refresh, rested = q.refresh, set()
+
+    def checked(t):
+        refresh(t)
+        _rest_is_earned(q, t)
+        rested.update(m for m in q._napping if q.resting(m, t) == math.inf)
+
+    q.refresh = checked
+    _simulate(q, speeds, {f"m{i}": 20.0 for i in slowed if i < n},
+              lambda: len(q.complete) == len(sub.pieces))
+    return rested
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(7, 12), units=st.integers(1, 4), seed=st.integers(0, 3),
+       slowed=st.lists(st.integers(0, 11), min_size=1, max_size=3, unique=True))
+def test_a_machine_rests_only_while_it_has_nothing_it_could_do(n, units, seed, slowed):
+    """A machine with nothing it could do rests until a piece it stores changes, which wakes
+    it: at every event, against the rules computed afresh."""
+    _rests_checked(n, units, seed, slowed)
+
+
+def test_machines_rest_in_a_step_with_stragglers():
+    assert len(_rests_checked(10, 2, 0, [0, 3])) >= 2
+
+
+def test_a_resting_machine_is_woken_when_a_piece_it_stores_changes():
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, 10))}
+    _, _, sub, _, q = _coded(10, 4, 2, speeds, 2, 0)
+    rested = {}
+    refresh = q.refresh
+
+    def watch(t):
+        refresh(t)
+        for m in q._napping:
+            if q.resting(m, t) == math.inf and m not in rested:
+                rested[m] = t
+
+    q.refresh = watch
+    _simulate(q, speeds, {"m0": 20.0, "m3": 20.0}, lambda: len(q.complete) >= len(sub.pieces) - 1)
+    t = max(rested.values())
+    m = next(m for m in rested if q.resting(m, t) == math.inf)
+    piece = next(p for p in q._pieces_of[m] if p not in q.complete)
+    other = next(h for h in sub.holders[piece] if h != m and h not in q.dead)
+    q.take_wakes()
+    q.sent(other, [pl.Unit(piece, 0, sub.groups[sub.pieces[piece].group].rows, None)], "k", t)
+    everyone, woken = q.take_wakes()
+    assert m in woken and q.resting(m, t) is None

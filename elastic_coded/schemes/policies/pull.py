@@ -12,7 +12,9 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   expected to finish last (work stealing).  A call's units are expected back when the call
   ends.  A machine given nothing *naps* for a twentieth of a call's expected time (at least
   5 ms) unless one of its calls ends or a machine is lost, so steals and backups start at
-  most that late.  :class:`CodedQueue` holds the rules.
+  most that late; one with nothing it could do at any time (no queue left to steal from, no
+  backup candidate among the pieces it stores) rests until one of those pieces changes.
+  :class:`CodedQueue` holds the rules.
 * ``dynamic``: the baseline a Ray user writes by hand (:class:`DynamicQueue`): ``A``'s rows cut
   into equal uncoded chunks, every machine pulling the next chunk among the rows it stores, and,
   once no chunk is left, a backup copy of each chunk still running on an idle machine that

@@ -109,6 +109,8 @@ class _Base:
                 if up:   # they may have a backup candidate again: woken
                     barren -= up
                     self._woken |= up
+                    for h in up:
+                        self._napping.pop(h, None)
 
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
