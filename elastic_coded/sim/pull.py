@@ -48,14 +48,18 @@ from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from .cost import RuntimeCost
 
-__all__ = ["PullOutcome", "pull_step", "pull_total"]
+__all__ = ["PullOutcome", "pull_step", "pull_total", "pull_products"]
 
 
 def pull_total(plan, columns: int = 8) -> int:
     """The products a simulated pull step counts (the runtime's ``padded``): ``columns`` input
     columns padded to a multiple of ``L``, times the rows."""
-    L = plan.L
-    return plan.num_rows * (columns + (-columns) % L)
+    return pull_products(plan.num_rows, plan.L, columns)
+
+
+def pull_products(num_rows: int, L: int, columns: int = 8) -> int:
+    """:func:`pull_total` before the plan is made."""
+    return num_rows * (columns + (-columns) % L)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ import numpy as np
 
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
+from ..schemes.registry import policy_of
 from ..schemes.usctec import validate
 from .cost import dispatch_offsets, driver_finish
 from .executor import Speculation, _Compiled, _execute
 from .learn import _learn
-from .pull import pull_step, pull_total
+from .pull import pull_products, pull_step
 
 __all__ = ["WholeRun", "PulledRun", "MODES"]
 
@@ -90,16 +91,18 @@ class WholeRun:
     def _estimates(self, ctx):
         return (self.est.speed if self.est is not None else self.configured)[ctx.slots]
 
-    def _plan(self, ctx, rec, cur, compile_fn=_Compiled):
+    def _plan(self, ctx, rec, cur, compile_fn=_Compiled, modes=None):
         v, st, env = self.v, self.store, self.env
 
         def build():
-            plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S)
-            if env.check_plans:
-                validate(plan.base if isinstance(plan, pl.PullPlan) else plan, st.placement)
+            kw = {} if modes is None else {"modes": modes}
+            plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S, **kw)
+            check = plan.base if isinstance(plan, pl.PullPlan) else plan
+            if env.check_plans and check is not None:   # (the whole plans are checked as made)
+                validate(check, st.placement)
             return plan
 
-        comp, hit, secs = self.cache.get((v.plan_key, st.version, ctx.m_idx),
+        comp, hit, secs = self.cache.get((v.plan_key, st.version, ctx.m_idx, modes),
                                          None if v.speed_blind else cur, build, compile_fn)
         rec.plan_s[v.name][ctx.t] = secs
         rec.replans[v.name] += 0 if hit else 1
@@ -149,18 +152,24 @@ class PulledRun(WholeRun):
     def __init__(self, v, store, cache, est, configured, env):
         super().__init__(v, store, cache, est, configured, env)
         self.history: deque = deque(maxlen=2 * pl.PROBE_EVERY)
+        self.chooses = bool(policy_of(v.plan).modes)
 
     def step(self, ctx, rec) -> None:
         env, name, t = self.env, self.v.name, ctx.t
         cur = self._estimates(ctx)
-        comp = self._plan(ctx, rec, cur, _PullCompiled)
+        mode, modes = "pull", None
+        if self.chooses:   # usctec-auto: the execution first, then its plan alone
+            total = pull_products(self.store.placement.num_rows, env.L)
+            mode = ps.mode_before_plan(self.history, ctx.present,
+                                       dict(zip(ctx.present, cur.tolist())), env.L, env.S,
+                                       total, total / env.ts, env.pull_options)
+            modes = (mode,)
+        comp = self._plan(ctx, rec, cur, _PullCompiled, modes)
         plan = comp.plan
         take = _take(comp, ctx)
         avail = plan.available
         e, c, est = _sel(ctx.eff, take), _sel(ctx.lost, take), _sel(cur, take)
         est_map = dict(zip(avail, est.tolist()))
-        total = pull_total(plan)
-        mode = ps.auto_mode(plan, self.history, est_map, total, total / env.ts, env.pull_options)
         if mode == "pull":
             crashed = () if c is None else tuple(m for m, x in zip(avail, c) if x)
             out = pull_step(plan, self.store.placement, dict(zip(avail, e.tolist())), est_map,
@@ -181,7 +190,7 @@ class PulledRun(WholeRun):
             rec.detail(name, "calls", t, int(np.count_nonzero(whole.work > 0)) + out.copies +
                        out.redispatched)
         self._record(ctx, rec, T, mode)
-        if plan.eager is not None:
+        if self.chooses:
             self.history.append(ps.history_entry(mode, ps.seen_slowed(measured, est_map)))
         if self.est is not None and math.isfinite(T):
             slots = ctx.slots if take is None else ctx.slots[take]

@@ -24,6 +24,7 @@ from elastic_coded.schemes.wire import TaskSpec
 from elastic_coded.sim import (IIDStragglers, LinearSpeeds, RuntimeCost, pull_step, simulate,
                                step_time)
 from elastic_coded.sim.pull import pull_total
+from elastic_coded.sim.pulled import MODES
 from elastic_coded.sim.runner import _Env, _placements
 from elastic_coded.sim.trace import make_trace
 from elastic_coded.sim.variants import resolve_policies
@@ -220,6 +221,31 @@ def test_auto_goes_lean_when_no_one_straggles_and_pulls_when_they_do():
     assert modes[0] == 0 and np.all(modes[1:] == 2)  # first pull sees no one: then lean
     rough = simulate(12, 6, delays=IIDStragglers(k=2, factor=5), **kw)
     assert np.all(rough.details["usctec-auto"]["mode"] == 0)
+
+
+def test_auto_plans_only_the_execution_it_runs(monkeypatch):
+    """As the runtime's driver does, the simulator chooses ``usctec-auto``'s execution before
+    its plan and asks for that plan alone; the step then runs it."""
+    from elastic_coded.schemes.policies import pull as pull_mod
+
+    asked, real = [], pull_mod.coded_pull_plan
+
+    def spy(*a, **kw):
+        asked.append(kw.get("modes"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(pull_mod, "coded_pull_plan", spy)
+    res = simulate(12, 20, L=4, S=2, policies=("usctec-auto",), baseline=None,
+                   delays=IIDStragglers(p=0.3, factor=5), speeds=LinearSpeeds(1, 4),
+                   time_scale=0.357 * 30, design_samples=2, learn_speeds=True,
+                   plan_tol=0.0)
+    names = {v: k for k, v in MODES.items()}
+    ran = [names[int(m)] for m in res.details["usctec-auto"]["mode"]]
+    made = np.flatnonzero(res.plan_seconds["usctec-auto"] > 0)   # the steps that planned
+    assert len(asked) == len(made) == res.replans["usctec-auto"] > 0
+    assert all(a is not None and len(a) == 1 for a in asked), asked
+    assert [a[0] for a in asked] == [ran[t] for t in made]
+    assert len({a[0] for a in asked}) >= 2   # the trace makes it change its mind
 
 
 def test_runtime_cost_is_checked_and_loads(tmp_path):

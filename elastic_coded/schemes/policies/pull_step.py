@@ -23,7 +23,8 @@ import numpy as np
 from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
-           "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR", "LATE_FACTOR"]
+           "mode_before_plan", "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR",
+           "LATE_FACTOR"]
 
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
@@ -118,8 +119,17 @@ def auto_mode(plan: pl.PullPlan, history, speeds: Mapping, total: int, per: floa
     pulls."""
     if plan.eager is None and plan.lean is None:
         return "pull"
-    est = {m: float(speeds.get(m, 1.0)) for m in plan.available}
-    return pl.choose_mode(list(history), pull_pays(plan.L, plan.S, est, total, per, options))
+    return mode_before_plan(history, plan.available, speeds, plan.L, plan.S, total, per,
+                            options)
+
+
+def mode_before_plan(history, machines, speeds: Mapping, L: int, S: int, total: int,
+                     per: float, options: pl.PullOptions | None = None) -> str:
+    """:func:`auto_mode` before the plan is made: over ``machines`` (the step's, an estimate
+    of 1.0 where ``speeds`` has none), so that only the chosen execution's plan is asked for,
+    as the runtime's driver does."""
+    est = {m: float(speeds.get(m, 1.0)) for m in machines}
+    return pl.choose_mode(list(history), pull_pays(L, S, est, total, per, options))
 
 
 def seen_slowed(measured: Mapping, speeds: Mapping, factor: float = SLOW_FACTOR,

@@ -235,24 +235,26 @@ class _Base:
         return []
 
 
-def _call_ends(rs: list, products: dict, rate: float, now: float) -> list:
-    """``[(_Running, expected end of its call), ...]`` for a machine's running units ``rs``
-    (its calls in order, each call's units together), computing ``rate`` products a second
-    (:meth:`CodedQueue._finish_times`)."""
-    out, t, i = [], now, 0
-    while i < len(rs):
-        j, work = i, 0
-        while j < len(rs) and rs[j].key == rs[i].key:
+def _call_ends(rs: list, products: dict, rate: float, now: float) -> tuple:
+    """``(when the machine is free, {call key: expected end})`` for a machine's running units
+    ``rs`` (its calls in order, each call's units together), computing ``rate`` products a
+    second (:meth:`CodedQueue._ends`)."""
+    ends, t, i, n = {}, now, 0, len(rs)
+    while i < n:
+        first, j, work = rs[i], i, 0
+        key = first.key
+        while j < n and rs[j].key == key:
             work += products[rs[j].unit]
             j += 1
-        start = rs[i].start if rs[i].start is not None else t
+        start = first.start if first.start is not None else t
         est = start + work / rate
         if est < now:
             est = now + (now - start)
-        t = max(t, est)
-        out.extend((r, t) for r in rs[i:j])
+        if est > t:
+            t = est
+        ends[key] = t
         i = j
-    return out
+    return t, ends
 
 
 def _kth_with(times: list, k: int, x: float) -> float:
@@ -320,15 +322,12 @@ class CodedQueue(_Base):
     def _rate(self, m) -> float:
         return self.rate.get(m) or 1e-9
 
-    def _finish_times(self, m, now: float) -> list:
-        """Expected finish of each unit running on ``m``: a call's results come back together
-        when it ends, its calls run one after another, and a call overdue is expected to take
-        as long again as it has taken so far.  Until the started call is overdue they do not
-        depend on ``now``, so they are kept while ``m``'s calls and rate stay the same."""
-        return self._ends(m, now)[0]
-
     def _ends(self, m, now: float) -> tuple:
-        """``(_finish_times, {call key: its expected end})`` of ``m`` at ``now``."""
+        """``(when m is free, {call key: its expected end})`` at ``now``: a call's results come
+        back together when it ends, ``m``'s calls run one after another, and a call overdue is
+        expected to take as long again as it has taken so far.  Until the started call is
+        overdue they do not depend on ``now``, so they are kept while ``m``'s calls and rate
+        stay the same."""
         memo = self._now(now).setdefault("finish", {})
         if m in memo:
             return memo[m]
@@ -336,8 +335,7 @@ class CodedQueue(_Base):
         if kept is not None and kept[0] == self._mver.get(m) and now <= kept[1]:
             memo[m] = kept[2]
             return kept[2]
-        out = _call_ends(self.running.get(m, []), self.products, self._rate(m), now)
-        memo[m] = got = (out, {r.key: t for r, t in out})
+        memo[m] = got = _call_ends(self.running.get(m, []), self.products, self._rate(m), now)
         self._kept[m] = (self._mver.get(m), self._head_due(m), got)
         return got
 
@@ -391,8 +389,8 @@ class CodedQueue(_Base):
                     del self.stuck[piece]
 
     def _free_at(self, m, now: float) -> float:
-        ft = self._finish_times(m, now)
-        return ft[-1][1] if ft else now
+        free = self._ends(m, now)[0]
+        return free if self.running.get(m) else now
 
     def _queue_end(self, m, now: float) -> float:
         work = sum(self.products[u] for u in self.queues.get(m, ()) if not self.covered(u.piece))
@@ -489,26 +487,51 @@ class CodedQueue(_Base):
         """For a piece running and not decoded, with a free position and results still due:
         ``(expected finishes sorted, k, a unit, free position)``, ``k`` the results it still
         needs; else ``None``.  Read from the calls running it; kept while none of them changes
-        (:meth:`_bump`) and none of their machines is overdue (then for the instant only)."""
+        (:meth:`_bump`) and none of their machines is overdue (then for the instant only: the
+        calls, positions and counts are kept, the expected finishes read again)."""
         ver = self._pver.get(piece, 0)
         got = self._cands.get(piece)
-        if got is not None and got[0] == ver and (now <= got[1] or now == got[2]):
-            return got[3]
-        calls, out, until = self._by_piece.get(piece), None, math.inf
-        if calls and piece not in self.complete:
-            lst = []
-            for vk in calls:   # each call's units share its end
-                t = self._ends(vk[0], now)[1][vk[1]]
-                until = min(until, self._head_due(vk[0]))
-                lst.extend((t, u) for u in self._calls[vk][1] if u.piece == piece)
-            done = self.done.get(piece, set())
-            used = done | {u.position for _, u in lst}
-            free = next((p for p in range(self.K) if p not in used), None)
-            k = self.need - len(done)   # results still needed
-            if free is not None and 0 < k <= len(lst):
-                out = (sorted(t for t, _ in lst), k, lst[0][1], free)
-        self._cands[piece] = (ver, until, now, out)
+        if got is not None and got[0] == ver:
+            if now <= got[1] or now == got[2]:
+                return got[3]
+            shape = got[4]
+        else:
+            shape = self._shape(piece)
+        out, until = None, math.inf
+        if shape is not None:
+            calls, k, unit, free, until = shape
+            ends, times = self._ends, []
+            for m, key, count in calls:
+                t = ends(m, now)[1][key]
+                times.extend([t] * count)
+            times.sort()
+            out = (times, k, unit, free)
+        self._cands[piece] = (ver, until, now, out, shape)
         return out
+
+    def _shape(self, piece: int):
+        """What :meth:`_candidate` reads of a piece that does not depend on the time:
+        ``([(machine, call key, units of the piece)], k, a unit, free position, when the
+        first of the calls' machines is overdue)``, or ``None`` for no candidate."""
+        calls = self._by_piece.get(piece)
+        if not calls or piece in self.complete:
+            return None
+        shape, used, first, until, n = [], set(), None, math.inf, 0
+        for vk in calls:   # each call's units share its end
+            mine = [u for u in self._calls[vk][1] if u.piece == piece]
+            if mine:
+                first = mine[0] if first is None else first
+                shape.append((vk[0], vk[1], len(mine)))
+                used.update(u.position for u in mine)
+                n += len(mine)
+            until = min(until, self._head_due(vk[0]))
+        done = self.done.get(piece, set())
+        used |= done
+        free = next((p for p in range(self.K) if p not in used), None)
+        k = self.need - len(done)   # results still needed
+        if free is None or not 0 < k <= n:
+            return None
+        return shape, k, first, free, until
 
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
