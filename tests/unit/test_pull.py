@@ -384,3 +384,89 @@ def test_a_resting_machine_is_woken_when_a_piece_it_stores_changes():
     q.sent(other, [pl.Unit(piece, 0, sub.groups[sub.pieces[piece].group].rows, None)], "k", t)
     everyone, woken = q.take_wakes()
     assert m in woken and q.resting(m, t) is None
+
+
+def _quiet_is_earned(q, t, checks: list) -> None:
+    """Every machine napping past its nap because no backup it could take would pay before a
+    bound (:meth:`~elastic_coded.schemes.policies.queues.CodedQueue._could_pay`) has no queue
+    to steal from, and, asked afresh at times up to that bound with nothing else changed (a
+    copy of the queue, its nap taken away), gets nothing."""
+    import copy
+
+    for m in sorted(q._quiet.keys() & set(q._napping)):
+        until = q.resting(m, t)
+        if until is None or until == math.inf or until <= t + q.nap_s:
+            continue
+        assert not [v for v in q._victims.get(m, {}).values() if q.queues.get(v)], m
+        for share in (0.0, 0.3, 0.6, 0.9, 0.99, 0.999999):
+            at = t + share * (until - t)
+            c = copy.deepcopy(q)
+            c._napping.pop(m)
+            c._quiet.pop(m)
+            c._cands.clear()
+            type(c).refresh(c, at)   # (the class's: the test hooks the instance's)
+            assert c.next_for(m, at) == [], (m, t, at, until)
+            checks.append((m, at))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(7, 12), units=st.integers(1, 4), seed=st.integers(0, 3),
+       slowed=st.lists(st.integers(0, 11), min_size=1, max_size=3, unique=True),
+       factor=st.sampled_from([3.0, 20.0]))
+def test_a_machine_naps_past_its_nap_only_while_no_backup_could_pay(n, units, seed, slowed,
+                                                                     factor):
+    """A machine with no queue to steal from naps until its backup candidates could first pay
+    (or one of its pieces changes): asked earlier, it would have got nothing."""
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, n))}
+    _, _, sub, _, q = _coded(n, 4, 2, speeds, units, seed)
+    refresh, checks = q.refresh, []
+
+    def checked(t):
+        refresh(t)
+        if len(checks) < 60:
+            _quiet_is_earned(q, t, checks)
+
+    q.refresh = checked
+    _simulate(q, speeds, {f"m{i}": factor for i in slowed if i < n},
+              lambda: len(q.complete) == len(sub.pieces))
+
+
+def test_machines_nap_past_their_nap_in_a_step_with_stragglers():
+    speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, 10))}
+    _, _, sub, _, q = _coded(10, 4, 2, speeds, 2, 0)
+    refresh, checks = q.refresh, []
+
+    def checked(t):
+        refresh(t)
+        _quiet_is_earned(q, t, checks)
+
+    q.refresh = checked
+    _simulate(q, speeds, {"m0": 20.0, "m3": 20.0}, lambda: len(q.complete) == len(sub.pieces))
+    assert len({m for m, _ in checks}) >= 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), n=st.integers(1, 6), margin=st.sampled_from([0.0, 0.1, 0.5, 0.9]))
+def test_a_backup_does_not_pay_before_its_bound(data, n, margin):
+    """:func:`~elastic_coded.schemes.policies.queues.pays_no_sooner` against the rule itself:
+    expected finishes growing at any rates from 0 to 2 (an overdue call grows at 2) and never
+    before the clock, the machine free from any time on, the gain checked at many instants
+    before the bound."""
+    from elastic_coded.schemes.policies.queues import _kth_with, pays_no_sooner
+
+    w, now = data.draw(st.floats(0.01, 5.0)), data.draw(st.floats(0.0, 5.0))
+    # expected finishes are never before the clock (an overdue call is expected later)
+    fl = st.floats(0.0, 10.0, allow_nan=False)
+    base = sorted(now + x for x in data.draw(st.lists(fl, min_size=n, max_size=n)))
+    rates = data.draw(st.lists(st.floats(0.0, 2.0), min_size=n, max_size=n))
+    k = data.draw(st.integers(1, n))
+    # the machine's own calls end no sooner as the clock goes on (an overdue one later)
+    free, grows = now + data.draw(st.floats(0.0, 3.0)), data.draw(st.floats(0.0, 2.0))
+    at = pays_no_sooner(base, k, w, now, margin, free + w)
+    assert at >= now
+    for share in np.linspace(0.0, 1.0, 41)[:-1] if at > now else ():   # [now, at)
+        t = now + share * (min(at, now + 50.0) - now)
+        times = sorted(max(b + r * (t - now), t) for b, r in zip(base, rates))  # never past
+        mine = max(free + grows * (t - now), t) + w
+        gain = times[k - 1] - _kth_with(times, k, mine)
+        assert not gain > margin * (times[k - 1] - t), (t, at, times, mine)

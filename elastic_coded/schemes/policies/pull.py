@@ -13,7 +13,11 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   ends.  A machine given nothing *naps* for a twentieth of a call's expected time (at least
   5 ms) unless one of its calls ends or a machine is lost, so steals and backups start at
   most that late; one with nothing it could do at any time (no queue left to steal from, no
-  backup candidate among the pieces it stores) rests until one of those pieces changes.
+  backup candidate among the pieces it stores) rests until one of those pieces changes, and one
+  with no queue left to steal from whose candidates cannot pay before a time they bound
+  (:func:`~.queues.pays_no_sooner`: the expected finishes grow at most twice as fast as the
+  clock until a call on time falls overdue) naps until then, or until one of those pieces
+  changes and its twentieth has passed.
   :class:`CodedQueue` holds the rules.
 * ``dynamic``: the baseline a Ray user writes by hand (:class:`DynamicQueue`): ``A``'s rows cut
   into equal uncoded chunks, every machine pulling the next chunk among the rows it stores, and,

@@ -2,8 +2,8 @@
 
 :class:`CodedQueue` holds ``usctec-pull``'s rules, :class:`~.dynamic_queue.DynamicQueue`
 (in its own module, re-exported here) the ``dynamic`` baseline's.  Both answer
-:meth:`~_Base.next_for` (the next call's units for a machine with room) and are told what was sent, finished, cancelled, decoded and lost.  Times are seconds of
-the caller's clock.
+:meth:`~_Base.next_for` (the next call's units for a machine with room) and are told what
+was sent, finished, cancelled, decoded and lost.  Times are seconds of the caller's clock.
 
 They are asked by every idle machine at every event, so what one answer needs is kept indexed
 rather than rescanned: the calls holding each piece (to cancel on a decode), the machines
@@ -19,7 +19,9 @@ import heapq
 import math
 from dataclasses import dataclass, field, replace
 
-__all__ = ["CodedQueue", "DynamicQueue", "NAP_SHARE", "NAP_MIN_S"]
+from .queue_times import _call_ends, _kth_with, pays_no_sooner
+
+__all__ = ["CodedQueue", "DynamicQueue", "NAP_SHARE", "NAP_MIN_S", "pays_no_sooner"]
 
 NAP_SHARE = 0.05
 """A machine the coded rules gave nothing asks again after this share of a call's expected time
@@ -100,7 +102,7 @@ class _Base:
     def _bump(self, pieces) -> None:
         if not self._track_pieces:
             return
-        pv, barren, hset = self._pver, self._barren, self._hset
+        pv, barren, quiet, hset = self._pver, self._barren, self._quiet, self._hset
         for p in pieces:
             pv[p] = pv.get(p, 0) + 1
             if barren:
@@ -110,6 +112,15 @@ class _Base:
                     self._woken |= up
                     for h in up:
                         self._napping.pop(h, None)
+            if quiet:
+                up = quiet.keys() & hset[p]
+                if up:   # the bound no longer holds: back to the nap they would have had
+                    self._woken |= up
+                    for h in up:
+                        nap = self._napping.get(h)
+                        if nap is not None:
+                            self._napping[h] = (quiet[h],) + nap[1:]
+                        del quiet[h]
 
     def _mtouch(self, m) -> None:
         self._mver[m] = self._mver.get(m, 0) + 1
@@ -235,35 +246,6 @@ class _Base:
         return []
 
 
-def _call_ends(rs: list, products: dict, rate: float, now: float) -> tuple:
-    """``(when the machine is free, {call key: expected end})`` for a machine's running units
-    ``rs`` (its calls in order, each call's units together), computing ``rate`` products a
-    second (:meth:`CodedQueue._ends`)."""
-    ends, t, i, n = {}, now, 0, len(rs)
-    while i < n:
-        first, j, work = rs[i], i, 0
-        key = first.key
-        while j < n and rs[j].key == key:
-            work += products[rs[j].unit]
-            j += 1
-        start = first.start if first.start is not None else t
-        est = start + work / rate
-        if est < now:
-            est = now + (now - start)
-        if est > t:
-            t = est
-        ends[key] = t
-        i = j
-    return t, ends
-
-
-def _kth_with(times: list, k: int, x: float) -> float:
-    """The ``k``-th smallest (1-based) of ``times`` (sorted, at least ``k`` long) and ``x``."""
-    if x >= times[k - 1]:
-        return times[k - 1]
-    return x if k == 1 else max(times[k - 2], x)
-
-
 class CodedQueue(_Base):
     """The ``usctec-pull`` rules (see :mod:`.pull`).  ``queues[m]``: the units planned on ``m``,
     in order; ``K``: positions of the code (``L + S``); ``rate``: products per second expected
@@ -278,6 +260,12 @@ class CodedQueue(_Base):
         # queues only shrink), so they rest until then and are woken by the change
         self._barren: set = set()
         self._bare = 0
+        # machines with no queue to steal from whose backup candidates cannot pay before a
+        # time the candidates bound (:meth:`_could_pay`): they nap until then unless one of
+        # their pieces changes first, which wakes them as it wakes the barren ones
+        self._quiet: dict = {}   # m -> when its nap would have ended
+        self._victimless = False
+        self._pays_at = math.inf
         self._track_pieces = True
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
@@ -405,9 +393,13 @@ class CodedQueue(_Base):
         lost (a steal or a backup waits at most that long; idle machines cost the driver little
         however many there are).  A machine with nothing it could do at any time (an empty
         queue, no queue left to steal from, no backup candidate among the pieces it stores)
-        rests until one of those pieces changes, which wakes it (:meth:`take_wakes`)."""
+        rests until one of those pieces changes, which wakes it (:meth:`take_wakes`); one with
+        no queue left to steal from whose candidates cannot pay before a time
+        (:meth:`_could_pay`) naps until then, or, when one of those pieces changes first, to
+        the end of its ``nap_s``."""
         if m in self.dead or self.resting(m, now) is not None:
             return []
+        self._quiet.pop(m, None)
         out = self._orphan_for(m)
         if out:
             return out
@@ -437,6 +429,9 @@ class CodedQueue(_Base):
         if self._bare == 2:
             self._barren.add(m)
             return self._nap(m, math.inf)
+        if self._victimless and self._pays_at > now + self.nap_s:
+            self._quiet[m] = now + self.nap_s
+            return self._nap(m, self._pays_at)
         return self._nap(m, now + self.nap_s)
 
     def _nap(self, m, until: float) -> list:
@@ -467,6 +462,7 @@ class CodedQueue(_Base):
         if len(live) < len(vict):
             self._victims[m] = live
         self._bare = 0 if live else 1
+        self._victimless = not live
         ends = sorted(((self._end_of(v, now), place, v) for place, v in live.items()),
                       key=lambda e: (-e[0], e[1]))
         for end, _, v in ends:
@@ -533,6 +529,18 @@ class CodedQueue(_Base):
             return None
         return shape, k, first, free, until
 
+    def _could_pay(self, piece: int, cand: tuple, w: float, mine: float, now: float) -> float:
+        """The earliest time a backup of ``piece``, which does not pay at ``now``, could pay
+        for a machine taking ``w`` seconds for the unit (done at ``mine``), unless one of the piece's calls
+        changes first (:meth:`_bump`): :func:`pays_no_sooner`, whose growth bound holds until a
+        call still on time becomes overdue (its expected end then jumps)."""
+        at = pays_no_sooner(cand[0], cand[1], w, now, self.margin, mine)
+        for v, _, _ in self._cands[piece][4][0]:      # the calls' machines: none overdue yet
+            due = self._head_due(v)
+            if now <= due < at:
+                at = due
+        return at
+
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
         last, if ``m`` would make it come sooner (by ``margin`` of the time left at least; of
@@ -540,6 +548,7 @@ class CodedQueue(_Base):
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
         best, running, complete, bare = None, self._by_piece, self.complete, True
+        pays_at = math.inf
         mine_pieces = self._pieces_of.get(m, ())
         left = [p for p in mine_pieces if p not in complete]   # decoded pieces dropped for good
         if len(left) < len(mine_pieces):
@@ -554,10 +563,13 @@ class CodedQueue(_Base):
             times, k, unit, free = c
             mine = mine_free + self.products[unit] / rate
             gain = times[k - 1] - _kth_with(times, k, mine)
-            if gain > self.margin * (times[k - 1] - now) and \
-                    (best is None or (gain, -piece) > best[:2]):
-                best = (gain, -piece, replace(unit, position=free))
+            if gain > self.margin * (times[k - 1] - now):
+                if best is None or (gain, -piece) > best[:2]:
+                    best = (gain, -piece, replace(unit, position=free))
+            elif best is None and self._victimless and pays_at > now:
+                pays_at = min(pays_at, self._could_pay(piece, c, mine - mine_free, mine, now))
         self._bare += bare
+        self._pays_at = pays_at
         return None if best is None else best[2]
 
 
