@@ -531,9 +531,10 @@ class CodedQueue(_Base):
 
     def _could_pay(self, piece: int, cand: tuple, w: float, mine: float, now: float) -> float:
         """The earliest time a backup of ``piece``, which does not pay at ``now``, could pay
-        for a machine taking ``w`` seconds for the unit (done at ``mine``), unless one of the piece's calls
-        changes first (:meth:`_bump`): :func:`pays_no_sooner`, whose growth bound holds until a
-        call still on time becomes overdue (its expected end then jumps)."""
+        for a machine taking ``w`` seconds for the unit (done at ``mine``), unless one of the
+        piece's calls changes first (:meth:`_bump`): :func:`pays_no_sooner`, whose growth
+        bound holds until a call still on time becomes overdue (its expected end then
+        jumps)."""
         at = pays_no_sooner(cand[0], cand[1], w, now, self.margin, mine)
         for v, _, _ in self._cands[piece][4][0]:      # the calls' machines: none overdue yet
             due = self._head_due(v)
