@@ -8,7 +8,10 @@ also pays what the Ray runtime pays around the computation:
   bookkeeping, the controller's report call), ``machine_s`` per machine present (what grows
   with the machines: building and dispatching their calls, the plan's and the report's
   tables), and ``plan_s`` for the controller's planning (a round trip to the controller actor
-  and the plan, cached or not);
+  and the plan, cached or not).  The runtime asks for a step's plan as the step before starts,
+  so the simulator's runs charge ``plan_s`` whole on a first step, after a membership change
+  (the plan asked ahead is dropped) and after a lost step, and otherwise only what it outlasts
+  the step before (:meth:`~elastic_coded.sim.pulled.WholeRun._cost`);
 * ``call_s`` on the driver for every call it dispatches, one after another (a whole plan's
   calls go one per worker process of ``per_process`` machines, as
   :meth:`~elastic_coded.runtime.gather.Gather.dispatch_many` batches them; a pull step sends

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 
@@ -52,9 +53,10 @@ def _sel(arr, take):
     return arr[take]
 
 
-def run_whole(comp: _Compiled, index, eff, lost, est, env, spec):
-    """A whole plan's step: its outcome, and its time with the runtime cost (if any)."""
-    cost = env.cost
+def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
+    """A whole plan's step: its outcome, and its time with the runtime cost (``cost``, by
+    default the simulation's, if any)."""
+    cost = env.cost if cost is None else cost
     offset = dispatch_offsets(comp.work > 0, cost) if cost is not None else None
     out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset)
     t = out.time
@@ -87,6 +89,19 @@ class WholeRun:
     def __init__(self, v, store, cache, est, configured, env):
         self.v, self.store, self.cache, self.est, self.configured = v, store, cache, est, configured
         self.env = env
+        self._members = None
+
+    def _cost(self, ctx, rec):
+        """The runtime cost of this step: the planning is asked for as the step before starts
+        and made while it computes (the runtime's prefetch), so it costs only what it outlasts
+        that step, unless the membership changed since (the prefetched plan is dropped and the
+        step waits for a whole new one), the step before was lost, or this is the first."""
+        c = self.env.cost
+        same, self._members = self._members == ctx.m_idx, ctx.m_idx
+        if c is None or ctx.t == 0 or not same:
+            return c
+        prev = float(rec.times[self.v.name][ctx.t - 1])
+        return replace(c, plan_s=max(0.0, c.plan_s - prev)) if math.isfinite(prev) else c
 
     def _estimates(self, ctx):
         return (self.est.speed if self.est is not None else self.configured)[ctx.slots]
@@ -123,7 +138,8 @@ class WholeRun:
         spec = self.v.speculation
         if spec is None and env.deadline is not None and comp.K == 1:
             spec = Speculation(env.deadline)
-        out, t = run_whole(comp, self.store.index, e, c, _sel(cur, take), env, spec)
+        out, t = run_whole(comp, self.store.index, e, c, _sel(cur, take), env, spec,
+                           self._cost(ctx, rec))
         self._record(ctx, rec, t, "whole")
         rec.recovered[name][ctx.t] = len(out.recovered)
         rec.copies[name][ctx.t] = out.copies
@@ -156,6 +172,7 @@ class PulledRun(WholeRun):
 
     def step(self, ctx, rec) -> None:
         env, name, t = self.env, self.v.name, ctx.t
+        cost = self._cost(ctx, rec)
         cur = self._estimates(ctx)
         mode, modes = "pull", None
         if self.chooses:   # usctec-auto: the execution first, then its plan alone
@@ -173,7 +190,7 @@ class PulledRun(WholeRun):
         if mode == "pull":
             crashed = () if c is None else tuple(m for m, x in zip(avail, c) if x)
             out = pull_step(plan, self.store.placement, dict(zip(avail, e.tolist())), est_map,
-                            env.ts, crashed=crashed, options=env.pull_options, cost=env.cost,
+                            env.ts, crashed=crashed, options=env.pull_options, cost=cost,
                             crash_at=env.crash_at)
             T, measured = out.time, out.measured
             rec.copies[name][t] = out.backups
@@ -182,7 +199,7 @@ class PulledRun(WholeRun):
         else:
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
-            out, T = run_whole(whole, self.store.index, e, c, est, env, spec)
+            out, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
             measured = whole_measured(whole, out, e, c, env.ts, out.time, avail, env.cost)
             rec.copies[name][t] = out.copies
             rec.recovered[name][t] = len(out.recovered)

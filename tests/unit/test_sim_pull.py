@@ -202,15 +202,37 @@ def test_simulate_runs_every_registry_policy_with_and_without_cost():
         t0, t1 = base.times[p], paid.times[p]
         assert np.all(np.isfinite(t0)) and np.all(t0 > 0)
         # learning follows what was measured, so the runs' estimates differ: medians
-        assert np.median(t1 - t0) >= cost.fixed_s, p
+        assert np.median(t1 - t0) >= cost.step_s, p
+        assert t1[0] - t0[0] >= cost.fixed_s - 1e-12, p   # the first step waits for its plan
     # a speed-blind whole plan learns nothing: every step pays at least the fixed cost
-    assert np.all(paid.times["uncoded"] >= base.times["uncoded"] + cost.fixed_s - 1e-12)
+    assert np.all(paid.times["uncoded"] >= base.times["uncoded"] + cost.step_s - 1e-12)
     # usctec-pull and usctec-auto share the pull rules: when auto pulls, the same step time
     auto, pull = base.details["usctec-auto"]["mode"], base.times["usctec-pull"]
     same = auto == 0
     assert np.allclose(base.times["usctec-auto"][same], pull[same])
     # dynamic under the cost pays its many calls: more than the fixed cost over no cost
     assert np.median(paid.times["dynamic"] - base.times["dynamic"]) > cost.fixed_s
+
+
+@pytest.mark.parametrize("policy", ["uncoded", "usctec", "usctec-pull"])
+def test_planning_is_paid_only_where_the_plan_asked_ahead_cannot_be_used(policy):
+    """The runtime asks for a step's plan as the step before starts: the simulator charges
+    the planning whole on the first step and after a membership change (the plan asked ahead
+    is dropped), else only what it outlasts the step before."""
+    from elastic_coded.churn import ChurnScript, StepEvents
+
+    kw = dict(L=4, S=2, policies=(policy,), baseline=None, speeds=LinearSpeeds(1, 4),
+              time_scale=0.357 * 30, design_samples=2,
+              churn=ChurnScript(events={3: StepEvents(leave=("m5",))}))
+    base = simulate(12, 6, **kw).times[policy]
+    for plan_s in (0.05, 10.0):   # hidden by the step before, or outlasting it
+        cost = RuntimeCost(step_s=0.01, call_s=0.0, round_trip_s=0.0, plan_s=plan_s,
+                           worker_call_s=0.0)
+        paid = simulate(12, 6, cost=cost, **kw).times[policy]
+        for t in range(6):
+            whole = t in (0, 3)   # the first step; m5 left before step 3
+            charge = plan_s if whole else max(0.0, plan_s - paid[t - 1])
+            assert paid[t] - base[t] == pytest.approx(0.01 + charge), (plan_s, t)
 
 
 def test_auto_goes_lean_when_no_one_straggles_and_pulls_when_they_do():
