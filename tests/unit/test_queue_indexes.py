@@ -5,7 +5,7 @@ through stragglers, crashes and cancellations, every answer must be the same: th
 out, the calls to cancel, the steals and the backups."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import queue_oracle as oracle
@@ -48,7 +48,9 @@ def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
     """Run both queues on the same machines; assert every answer equal.  ``crash_at``:
     ``{machine: time}`` it dies (its calls lost).  Also the contract of ``resting``: a machine
     the queue called resting gets nothing until its rest ends, one of its calls ends or
-    ``take_wakes`` names it."""
+    ``take_wakes`` names it.  As the drivers do (:class:`~elastic_coded.schemes.policies.
+    asking.Asking`), a resting machine is not asked, so the rescan is asked at the same moments
+    and naps from them (that each rest is earned is checked in ``test_pull.py``)."""
     new, old = pair
     inflight = {m: [] for m in speeds}   # [finish, key, units, start]
     free = dict.fromkeys(speeds, 0.0)
@@ -66,6 +68,9 @@ def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
         wakes()
         for m in speeds:
             while new.calls_in_flight(m) < depth:
+                if t < rest.get(m, -1.0):   # resting: not asked (the queue would say [])
+                    assert new.next_for(m, t) == [], f"{m} got work while resting"
+                    break
                 a, b = new.next_for(m, t), old.next_for(m, t)
                 assert a == b, f"next_for({m}, {t}) differs: {a} vs {b}"
                 assert not (a and t < rest.get(m, -1.0)), f"{m} got work while resting"
@@ -120,6 +125,9 @@ def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
        slowed=st.lists(st.integers(0, 13), max_size=4, unique=True),
        factor=st.sampled_from([3.0, 10.0, 40.0]),
        crashes=st.dictionaries(st.integers(0, 13), st.floats(0.5, 40.0), max_size=2))
+# a machine woken from a bounded nap when its nap would have ended: the rescan, asked at the
+# same moments, naps from them too
+@example(n=12, seed=0, units=3, slowed=[4], factor=3.0, crashes={})
 def test_coded_queue_answers_as_the_rescan_does(n, seed, units, slowed, factor, crashes):
     speeds, pieces, pair = _coded_pair(n, 4, 2, seed, units)
     slow = {f"m{i}": factor for i in slowed if i < n}

@@ -1,6 +1,6 @@
 """The ``dynamic`` baseline's queue (:mod:`.pull` describes the rules).  Pure: no Ray.
 
-It shares :class:`~.queues._Base`'s bookkeeping with the coded rules' queue.
+It shares :class:`~.queue_base._Base`'s bookkeeping with the coded rules' queue.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from .queues import _Base
+from .queue_base import _Base
 
 __all__ = ["DynamicQueue"]
 
