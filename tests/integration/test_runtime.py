@@ -146,7 +146,9 @@ def test_speed_estimates_follow_persistent_slowness(ray_session):
     with ElasticCluster(A, L=2, S=1, machines=machines(5, speeds=[1.0] * 5, storage=1.0),
                         time_scale=0.1) as c:
         x = rng.standard_normal((10, 2))  # L = 2 columns: pieces wait for 2 of 3 results
-        for _ in range(6):
+        # the default runs eager here, whose cancelled calls give only upper bounds: the
+        # estimate comes down over steps (to 0.73-0.75x the others after 6, 0.59-0.68x after 12)
+        for _ in range(12):
             c.multiply(x, events=StepEvents(slow={"m4": 8.0}))
         est = c.speeds()
         assert est["m4"] < 0.75 * np.median([est[m] for m in ("m0", "m1", "m2", "m3")])
