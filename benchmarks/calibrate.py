@@ -4,7 +4,8 @@
     python benchmarks/calibrate.py [--quick] [--machines 8] [--out DIR]
 
 A small real Ray run: ``M``, ``3 M`` and ``9 M`` emulated machines (speed 1) with a tiny
-``time_scale``, so that a call's computation is a fraction of a millisecond and a step's time is the runtime's own.
+``time_scale``, so that a call's computation is a fraction of a millisecond and a step's time
+is the runtime's own.
 
 * ``plan_s``: the median of the reports' ``t_plan`` (the controller's planning, its round trip
   included);
@@ -12,19 +13,27 @@ A small real Ray run: ``M``, ``3 M`` and ``9 M`` emulated machines (speed 1) wit
   chunk, plus its backup copies), their medians fitted by ``t_step = a + b * calls``
   (least squares), at each size; ``b`` grows with the machines the pull loop looks at every
   event: ``scan_s`` is its growth per machine (a least-squares line through the sizes), and
-  what is left at no machine is split into ``call_s`` (dispatching) and ``round_trip_s`` (taking a result in) in the
-  proportion plain Ray shows on this host (``8 M`` calls to one actor: the time to submit them
-  against the time to get their results);
+  what is left at no machine is split into ``call_s`` (dispatching) and ``round_trip_s``
+  (taking a result in) in the proportion plain Ray shows on this host (``8 M`` calls to one
+  actor: the time to submit them against the time to get their results);
 * ``machine_s``: the growth per machine of the median ``uncoded`` step from ``M`` to ``9 M``;
-* ``worker_call_s``: the median of the reports' ``slowest_needed_s`` on those steps (the
-  slowest needed call's time on its worker with next to nothing to compute: an upper
-  estimate of the worker's own time per call);
+* ``worker_call_s``: the median of the reports' ``slowest_needed_s`` at ``M`` (the slowest
+  needed call's time on its worker with next to nothing to compute, where the fewest
+  processes share the cores: an upper estimate of the worker's own time per call);
 * ``step_s``: the median ``uncoded`` step (one call per worker process) at ``M`` less
-  ``plan_s``, ``M * machine_s``, its calls' ``call_s + round_trip_s`` and ``worker_call_s``.
+  ``plan_s``, ``M * machine_s``, its calls' ``call_s + round_trip_s`` and ``worker_call_s``;
+* the host floor (every process here shares the host's cores): the whole host's CPU of each
+  ``dynamic`` step (``/proc/stat``), fitted by ``host_step_s + machines * host_machine_s +
+  calls * host_call_s`` (non-negative least squares over every size), ``host_cpus`` the
+  host's cores, and ``host_cancel_s`` what a cancelled call costs the host beyond one that
+  returns, in plain Ray (``8 M`` calls queued to an async actor and cancelled while
+  they run, against
+  ``8 M`` that return).  Without ``/proc/stat`` there is no floor (``host_cpus`` 0).
 
 The cost is checked against the ``dynamic`` steps: each point's measured median next to the
-cost's prediction (the fixed cost, ``calls * (call_s + round_trip_s)``, ``worker_call_s``).  Writes ``runtime_cost.json`` (what
-``RuntimeCost.load`` reads) and ``runtime_cost.md``.  Figures on a shared host are noisy.
+cost's prediction (the fixed cost, ``calls * (call_s + round_trip_s)``, ``worker_call_s``, or
+the host floor where it is longer).  Writes ``runtime_cost.json`` (what ``RuntimeCost.load``
+reads) and ``runtime_cost.md``.  Figures on a shared host are noisy.
 """
 
 from __future__ import annotations
@@ -72,15 +81,66 @@ def _plain_ray_split(n_calls: int) -> float:
     return float(np.clip(np.median(shares), 0.05, 0.95))
 
 
+def host_busy() -> float | None:
+    """CPU seconds the whole host has spent busy (every process, every core) since boot, from
+    ``/proc/stat``; ``None`` where it cannot be read."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def _plain_ray_cancel(n_calls: int) -> float | None:
+    """Host CPU seconds a cancelled call costs beyond one that returns, in plain Ray: ``n``
+    calls to an async actor, cancelled while they run (as the pull loop cancels the calls
+    still computing a piece that decoded), against ``n`` that return."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Sleeper:
+        async def nap(self, s):
+            import asyncio
+            await asyncio.sleep(s)
+            return s
+
+    a = Sleeper.remote()
+    ray.get(a.nap.remote(0))
+    per = {}
+    for kind in ("returned", "cancelled", "returned", "cancelled"):
+        h0 = host_busy()
+        refs = [a.nap.remote(0.0 if kind == "returned" else 30.0) for _ in range(n_calls)]
+        if kind == "cancelled":
+            ray.wait(refs, timeout=0.05)  # under way
+            for r in refs:
+                ray.cancel(r)
+        for r in refs:
+            try:
+                ray.get(r)
+            except (ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError):
+                pass
+        h1 = host_busy()
+        if h0 is None or h1 is None:
+            ray.kill(a)
+            return None
+        per.setdefault(kind, []).append((h1 - h0) / n_calls)
+    ray.kill(a)
+    return max(0.0, float(np.median(per["cancelled"]) - np.median(per["returned"])))
+
+
 def _steps(c, B, policy: str, steps: int, chunks=None) -> list:
+    """``steps`` steps of ``policy``: ``[(report, host CPU seconds or None), ...]``."""
     from dataclasses import replace
 
     if chunks is not None:
         c.options = replace(c.options, chunks=chunks)
     out = []
     for _ in range(steps):
+        h0 = host_busy()
         c.multiply(B, policy=policy)
-        out.append(c.reports[-1])
+        h1 = host_busy()
+        out.append((c.reports[-1], None if h0 is None or h1 is None else h1 - h0))
     return out
 
 
@@ -100,13 +160,16 @@ def measure_at(machines: int, steps: int) -> dict:
         for p in ("uncoded", "dynamic"):
             _steps(c, B, p, 2, 4 if p == "dynamic" else None)  # warm-up
         for k in CHUNKS:
-            reps = _steps(c, B, "dynamic", steps, k)
+            got = _steps(c, B, "dynamic", steps, k)
+            reps = [r for r, _ in got]
             calls = [k * machines + r.backups for r in reps]
+            host = [h for _, h in got if h is not None]
             rows.append({"chunks_per_machine": k, "calls": float(np.median(calls)),
                          "median_s": float(np.median([r.t_total for r in reps])),
+                         "host_cpu_s": float(np.median(host)) if host else None,
                          "t_plan_s": float(np.median([r.t_plan for r in reps])),
                          "slowest_s": float(np.median([r.slowest_needed_s for r in reps]))})
-        whole = _steps(c, B, "uncoded", steps)
+        whole = [r for r, _ in _steps(c, B, "uncoded", steps)]
     x = np.array([r["calls"] for r in rows])
     y = np.array([r["median_s"] for r in rows])
     b, a = np.polyfit(x, y, 1) if len(set(x.tolist())) > 1 else (0.0, float(y.mean()))
@@ -134,7 +197,11 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
     scan = max(0.0, float(scan))
     b0 = max(0.0, float(np.mean([p["per_call_s"] for p in pts]) - scan * Ms.mean()))
     hosted = per_process(None, TIME_SCALE)
-    worker = float(np.median([r["slowest_s"] for p in pts for r in p["dynamic"]]))
+    # the smallest size's: fewest processes share the cores there (the larger sizes' slowest
+    # calls measure the host's contention, which the host floor charges)
+    worker = float(np.median([r["slowest_s"] for r in pts[0]["dynamic"]]))
+    host = _host_fit(pts)
+    cancel = _plain_ray_cancel(8 * sizes[0]) if host else None
     plan_s = float(np.median([p["t_plan_s"] for p in pts]))
     def calls_cost(M):
         return -(-M // hosted) * b0
@@ -148,7 +215,10 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
         step_s, per_machine = 0.0, max(0.0, y[1] / hi["machines"])
     cost = RuntimeCost(step_s=step_s, call_s=share * b0, round_trip_s=(1 - share) * b0,
                        plan_s=plan_s, worker_call_s=worker, per_process=hosted,
-                       machine_s=per_machine, scan_s=scan)
+                       machine_s=per_machine, scan_s=scan,
+                       **({"host_cpus": os.cpu_count() or 1, "host_step_s": host[0],
+                           "host_machine_s": host[1], "host_call_s": host[2],
+                           "host_cancel_s": cancel or 0.0} if host else {}))
     check = []
     for p in pts:
         M = p["machines"]
@@ -156,16 +226,33 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
             check.append({"policy": "dynamic", "machines": M,
                           "chunks_per_machine": r["chunks_per_machine"],
                           "measured_median_s": r["median_s"],
-                          "predicted_s": cost.step_cost(M) + r["calls"] * (b0 + scan * M)
-                          + worker})
+                          "predicted_s": max(cost.host_floor(M, r["calls"]),
+                                             cost.step_cost(M) + r["calls"] * (b0 + scan * M)
+                                             + worker)})
         check.append({"policy": "uncoded", "machines": M, "measured_median_s": p["uncoded_s"],
-                      "predicted_s": cost.step_cost(M) + calls_cost(M) + worker})
+                      "predicted_s": max(cost.host_floor(M, -(-M // hosted)),
+                                         cost.step_cost(M) + calls_cost(M) + worker)})
     return {"cost": cost.to_dict(), "fit": {"per_call_s": b0, "submit_share": share,
-                                            "scan_s": scan, "machine_s": per_machine},
+                                            "scan_s": scan, "machine_s": per_machine,
+                                            "host": host, "host_cancel_s": cancel},
             "points": pts, "check": check, "sizes": list(sizes), "steps": steps,
             "time_scale": TIME_SCALE,
             "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
                      "ray": ray.__version__}}
+
+
+def _host_fit(pts: list) -> tuple | None:
+    """``(host_step_s, host_machine_s, host_call_s)``: the host CPU of every ``dynamic`` step
+    measured, fitted by ``a + b * machines + c * calls`` (least squares, each term at least 0);
+    ``None`` where the host's CPU cannot be read."""
+    rows = [(p["machines"], r["calls"], r["host_cpu_s"]) for p in pts for r in p["dynamic"]]
+    if not rows or any(h is None for _, _, h in rows):
+        return None
+    from scipy.optimize import nnls
+
+    X = np.array([[1.0, m, k] for m, k, _ in rows])
+    coef, _ = nnls(X, np.array([h for _, _, h in rows]))
+    return tuple(float(c) for c in coef)
 
 
 def to_markdown(res: dict, command: str) -> str:

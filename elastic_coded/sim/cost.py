@@ -25,7 +25,14 @@ also pays what the Ray runtime pays around the computation:
 * ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
   in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
   call in flight; the loop asks only the machines that may get work,
-  :mod:`~elastic_coded.schemes.policies.asking`).
+  :mod:`~elastic_coded.schemes.policies.asking`);
+* ``host_cpus``: when every process shares one host's cores (emulated machines on one
+  embedded Ray, as in the fidelity benchmark), a step also cannot end before the host has
+  done its CPU work: ``host_step_s + machines * host_machine_s + calls * host_call_s +
+  cancelled * host_cancel_s`` CPU seconds over ``host_cpus`` cores (:meth:`RuntimeCost.host_floor`:
+  the driver's, the controller's, Ray's and the workers' CPU together; on a 2-core host a
+  pull step is bound by it, not by the driver alone).  ``0`` (the default): machines have
+  their own CPUs, no floor.
 
 ``python -m benchmarks calibrate`` measures the figures on the host with a small Ray run and
 writes them to ``benchmarks/results/runtime_cost.json``; :meth:`RuntimeCost.load` reads that
@@ -63,13 +70,24 @@ class RuntimeCost:
     """Cost per step per machine present."""
     scan_s: float = 0.0
     """A pull step's driver cost per machine present at every event."""
+    host_cpus: int = 0
+    """Cores every process shares (``0``: machines have their own; no host floor)."""
+    host_step_s: float = 0.0
+    """Host CPU seconds per step, whatever its calls."""
+    host_machine_s: float = 0.0
+    """Host CPU seconds per step per machine present."""
+    host_call_s: float = 0.0
+    """Host CPU seconds per call sent (every process's part: submit, run, result)."""
+    host_cancel_s: float = 0.0
+    """Host CPU seconds a cancelled call costs beyond one that returns."""
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "per_process":
-                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                    raise ValueError(f"per_process: an int >= 1, got {v!r}")
+            if f.name in ("per_process", "host_cpus"):
+                low = 1 if f.name == "per_process" else 0
+                if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                    raise ValueError(f"{f.name}: an int >= {low}, got {v!r}")
             elif isinstance(v, bool) or not isinstance(v, (int, float)) or not (
                     v >= 0 and math.isfinite(v)):
                 raise ValueError(f"{f.name}: seconds, a finite number >= 0, got {v!r}")
@@ -84,6 +102,16 @@ class RuntimeCost:
         """What a step on ``machines`` machines pays around its calls: ``step_s + plan_s +
         machines * machine_s``."""
         return self.fixed_s + machines * self.machine_s
+
+    def host_floor(self, machines: int, calls: int, cancelled: int = 0) -> float:
+        """The least time a step of ``calls`` calls (``cancelled`` of them cancelled) on
+        ``machines`` machines takes when every process shares ``host_cpus`` cores: its host CPU
+        over the cores (module docstring); 0 without ``host_cpus``."""
+        if not self.host_cpus:
+            return 0.0
+        cpu = (self.host_step_s + machines * self.host_machine_s + calls * self.host_call_s
+               + cancelled * self.host_cancel_s)
+        return cpu / self.host_cpus
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,7 +31,8 @@ machines idle; the runtime's loop fills the same way, through the same
 * With a :class:`~elastic_coded.sim.cost.RuntimeCost`, the driver is one server: each call
   sent costs ``call_s``, each result taken in ``round_trip_s`` and every event ``scan_s``
   per machine, one after another, and the queue's clock is the driver's; the step also pays
-  :meth:`~elastic_coded.sim.cost.RuntimeCost.step_cost`.
+  :meth:`~elastic_coded.sim.cost.RuntimeCost.step_cost`, and takes at least the host floor
+  of its calls and cancellations (:meth:`~elastic_coded.sim.cost.RuntimeCost.host_floor`).
 
 Times are seconds when ``time_scale`` is (the coded rules compare them with seconds: the cost
 of a call ``call_cost_s`` and the 5 ms wake-up floor).
@@ -284,7 +285,8 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
                cost, record)
     t = run.run(ps.tick_of(q))
     if cost is not None and math.isfinite(t):
-        t += cost.step_cost(len(plan.available))
+        n = len(plan.available)
+        t = max(t + cost.step_cost(n), cost.host_floor(n, run.calls, run.cancelled))
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,

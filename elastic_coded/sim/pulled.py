@@ -55,13 +55,17 @@ def _sel(arr, take):
 
 def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
     """A whole plan's step: its outcome, and its time with the runtime cost (``cost``, by
-    default the simulation's, if any)."""
+    default the simulation's, if any), at least the host floor of its calls (one per worker
+    process, plus copies and re-dispatches)."""
     cost = env.cost if cost is None else cost
     offset = dispatch_offsets(comp.work > 0, cost) if cost is not None else None
     out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset)
     t = out.time
     if cost is not None and math.isfinite(t):
         t = driver_finish(out.finish, t, cost) + cost.step_cost(comp.n)
+        has = int(np.count_nonzero(comp.work > 0))
+        calls = -(-has // cost.per_process) + out.copies + out.redispatched
+        t = max(t, cost.host_floor(comp.n, calls))
     return out, t
 
 
@@ -91,14 +95,15 @@ class WholeRun:
         self.env = env
         self._members = None
 
-    def _cost(self, ctx, rec):
+    def _cost(self, ctx, rec, asked_again: bool = False):
         """The runtime cost of this step: the planning is asked for as the step before starts
         and made while it computes (the runtime's prefetch), so it costs only what it outlasts
         that step, unless the membership changed since (the prefetched plan is dropped and the
-        step waits for a whole new one), the step before was lost, or this is the first."""
+        step waits for a whole new one), the step before was lost, this is the first, or
+        (``asked_again``) the plan asked ahead was for another execution."""
         c = self.env.cost
         same, self._members = self._members == ctx.m_idx, ctx.m_idx
-        if c is None or ctx.t == 0 or not same:
+        if c is None or ctx.t == 0 or not same or asked_again:
             return c
         prev = float(rec.times[self.v.name][ctx.t - 1])
         return replace(c, plan_s=max(0.0, c.plan_s - prev)) if math.isfinite(prev) else c
@@ -169,18 +174,21 @@ class PulledRun(WholeRun):
         super().__init__(v, store, cache, est, configured, env)
         self.history: deque = deque(maxlen=2 * pl.PROBE_EVERY)
         self.chooses = bool(policy_of(v.plan).modes)
+        self._expected = None   # the execution whose plan was asked for ahead
 
     def step(self, ctx, rec) -> None:
         env, name, t = self.env, self.v.name, ctx.t
-        cost = self._cost(ctx, rec)
         cur = self._estimates(ctx)
-        mode, modes = "pull", None
+        mode, modes, missed = "pull", None, False
         if self.chooses:   # usctec-auto: the execution first, then its plan alone
             total = pull_products(self.store.placement.num_rows, env.L)
-            mode = ps.mode_before_plan(self.history, ctx.present,
-                                       dict(zip(ctx.present, cur.tolist())), env.L, env.S,
-                                       total, total / env.ts, env.pull_options)
-            modes = (mode,)
+            mode, expected = ps.mode_and_next(self.history, ctx.present,
+                                              dict(zip(ctx.present, cur.tolist())), env.L,
+                                              env.S, total, total / env.ts, env.pull_options)
+            missed = self._expected is not None and mode != self._expected
+            self._expected, modes = expected, (mode,)
+            rec.detail(name, "asked_again", t, float(missed))
+        cost = self._cost(ctx, rec, asked_again=missed)
         comp = self._plan(ctx, rec, cur, _PullCompiled, modes)
         plan = comp.plan
         take = _take(comp, ctx)

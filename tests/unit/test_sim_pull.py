@@ -235,6 +235,27 @@ def test_planning_is_paid_only_where_the_plan_asked_ahead_cannot_be_used(policy)
             assert paid[t] - base[t] == pytest.approx(0.01 + charge), (plan_s, t)
 
 
+def test_auto_pays_its_whole_plan_when_the_plan_asked_ahead_was_for_another_execution():
+    """``usctec-auto``'s plan asked ahead is for the execution the driver expects of the next
+    step; when the step runs another, the runtime asks again and waits for the whole plan.  On
+    a calm trace the first step pulls, the driver expects the next to pull (a pull step is
+    expected to see stragglers) but, none seen, it goes lean: asked again; the lean steps after
+    it are expected lean."""
+    kw = dict(L=4, S=2, policies=("usctec-auto",), baseline=None, speeds=LinearSpeeds(1, 4),
+              time_scale=30.0, design_samples=2)
+    base = simulate(12, 6, **kw).times["usctec-auto"]
+    plan_s = 10.0
+    cost = RuntimeCost(step_s=0.01, call_s=0.0, round_trip_s=0.0, plan_s=plan_s,
+                       worker_call_s=0.0)
+    res = simulate(12, 6, cost=cost, **kw)
+    paid, d = res.times["usctec-auto"], res.details["usctec-auto"]
+    assert d["mode"].tolist() == [0, 2, 2, 2, 2, 2]   # pull, then lean
+    assert d["asked_again"].tolist() == [0, 1, 0, 0, 0, 0]
+    for t in range(6):
+        charge = plan_s if t in (0, 1) else max(0.0, plan_s - paid[t - 1])
+        assert paid[t] - base[t] == pytest.approx(0.01 + charge), t
+
+
 def test_auto_goes_lean_when_no_one_straggles_and_pulls_when_they_do():
     kw = dict(L=4, S=2, policies=("usctec-auto",), baseline=None, speeds=LinearSpeeds(1, 4),
               time_scale=30.0, design_samples=2)
@@ -286,6 +307,59 @@ def test_runtime_cost_is_checked_and_loads(tmp_path):
         simulate(8, 2, L=2, S=1, cost={"step_s": 1})
     with pytest.raises(ValueError, match="deadline"):
         simulate(8, 2, L=2, S=1, deadline=0.5)
+
+
+def test_host_floor_hand_checked():
+    """Every process sharing 2 cores: a step's host CPU over them; no floor without cores."""
+    c = RuntimeCost(host_cpus=2, host_step_s=0.01, host_machine_s=0.001, host_call_s=0.002,
+                    host_cancel_s=0.0005)
+    # 0.01 + 10 * 0.001 + 100 * 0.002 + 20 * 0.0005 = 0.23 CPU seconds over 2 cores
+    assert c.host_floor(10, 100, 20) == pytest.approx(0.115)
+    assert RuntimeCost(host_call_s=1.0).host_floor(10, 100, 20) == 0.0
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="host_cpus"):
+            RuntimeCost(host_cpus=bad)
+    with pytest.raises(ValueError, match="host_cancel_s"):
+        RuntimeCost(host_cancel_s=-0.1)
+
+
+@pytest.mark.parametrize("policy", ["dynamic", "usctec-pull", "usctec"])
+def test_a_step_ends_no_sooner_than_the_host_can_do_its_cpu_work(policy):
+    """With a host floor, a step takes the longer of the driver's model and its host CPU over
+    the cores, counted from its own calls and cancellations; a floor below every step changes
+    nothing."""
+    from dataclasses import replace
+
+    from elastic_coded.sim import pull as sim_pull
+
+    counted = []
+    real = sim_pull._Run.run
+
+    def spy(self, tick):
+        t = real(self, tick)
+        counted.append((self.calls, self.cancelled))
+        return t
+
+    kw = dict(L=4, S=2, policies=(policy,), baseline=None, delays=IIDStragglers(k=2, factor=5),
+              speeds=LinearSpeeds(1, 4), time_scale=0.05 * 30, design_samples=2)
+    cost = RuntimeCost(step_s=0.01, call_s=1e-4, round_trip_s=1e-4, plan_s=0.0)
+    base = simulate(12, 4, cost=cost, **kw).times[policy]
+    low = replace(cost, host_cpus=2, host_call_s=1e-9)
+    assert np.allclose(simulate(12, 4, cost=low, **kw).times[policy], base)
+    high = replace(cost, host_cpus=2, host_step_s=0.02, host_machine_s=0.001, host_call_s=0.05,
+                   host_cancel_s=0.01)
+    sim_pull._Run.run = spy
+    try:
+        floored = simulate(12, 4, cost=high, **kw).times[policy]
+    finally:
+        sim_pull._Run.run = real
+    if policy == "usctec":   # one call per worker process of 4 machines: 3 calls, no backups
+        want = [high.host_floor(12, 3)] * 4
+    else:
+        assert len(counted) == 4 and sum(k for _, k in counted) > 0
+        want = [high.host_floor(12, n, k) for n, k in counted]
+    assert np.all(want > base)
+    assert floored == pytest.approx(want)
 
 
 def test_whole_plan_cost_hand_checked():

@@ -23,7 +23,7 @@ import numpy as np
 from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
-           "mode_before_plan", "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR",
+           "mode_before_plan", "mode_and_next", "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR",
            "LATE_FACTOR"]
 
 FINE = 3
@@ -128,8 +128,18 @@ def mode_before_plan(history, machines, speeds: Mapping, L: int, S: int, total: 
     """:func:`auto_mode` before the plan is made: over ``machines`` (the step's, an estimate
     of 1.0 where ``speeds`` has none), so that only the chosen execution's plan is asked for,
     as the runtime's driver does."""
+    return mode_and_next(history, machines, speeds, L, S, total, per, options)[0]
+
+
+def mode_and_next(history, machines, speeds: Mapping, L: int, S: int, total: int, per: float,
+                  options: pl.PullOptions | None = None) -> tuple:
+    """``(mode, expected)``: :func:`mode_before_plan`, and the execution the driver then
+    expects of the next step (:func:`~.modes.next_mode`: the plan it asks for ahead, while this
+    step runs; the next step asks again when it runs another)."""
     est = {m: float(speeds.get(m, 1.0)) for m in machines}
-    return pl.choose_mode(list(history), pull_pays(L, S, est, total, per, options))
+    pays = pull_pays(L, S, est, total, per, options)
+    mode = pl.choose_mode(list(history), pays)
+    return mode, pl.next_mode(list(history), mode, pays)
 
 
 def seen_slowed(measured: Mapping, speeds: Mapping, factor: float = SLOW_FACTOR,
