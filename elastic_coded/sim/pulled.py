@@ -11,6 +11,13 @@ plan) and ``"lean"`` (the whole ``(1, 0)`` plan, with the step deadline's backup
 (:func:`~elastic_coded.schemes.policies.pull_step.seen_slowed` over the speeds measured as the
 runtime's gather measures them: returned calls, and upper bounds for calls given up) goes into
 the history the next step's choice reads (:func:`~.pull_step.history_entry`).
+
+Lies: a whole-plan step (every policy here but a pull step) decodes from liars' results as from
+any, and pays for them as the runtime's verification does, after the decode
+(:mod:`~elastic_coded.sim.lagrange_lies`: the pieces that used a lie repaired from the results
+that check, with repair calls where too few do; ``details`` ``repairs``, ``repair_calls`` and
+``caught``).  A pull step discards a liar's results and redoes its units elsewhere, costed as a
+crash's.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from ..schemes.registry import policy_of
 from ..schemes.usctec import validate
 from .cost import dispatch_offsets, driver_finish
 from .executor import Speculation, _Compiled, _execute
+from .lagrange_lies import repair_lies
 from .learn import _learn
 from .pull import pull_products, pull_step
 
@@ -67,6 +75,18 @@ def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
         calls = -(-has // cost.per_process) + out.copies + out.redispatched
         t = max(t, cost.host_floor(comp.n, calls))
     return out, t
+
+
+def lie_cost(comp: _Compiled, index, out, t: float, lying, eff, crashed, env, rec, name,
+             step: int) -> float:
+    """A whole-plan step's time ``t`` with what its lies cost (module docstring), recorded."""
+    if lying is None or not lying.any():
+        return t
+    fix = repair_lies(comp, index, out.finish, out.time, lying, eff, env.ts, crashed, env.cost)
+    for key, v in (("repairs", fix.repairs), ("repair_calls", fix.calls),
+                   ("caught", len(fix.caught))):
+        rec.detail(name, key, step, v)
+    return t + (fix.time - out.time) if math.isfinite(fix.time) else math.inf
 
 
 def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail, cost) -> dict:
@@ -139,12 +159,14 @@ class WholeRun:
         cur = self._estimates(ctx)
         comp = self._plan(ctx, rec, cur)
         take = _take(comp, ctx)
-        e, c = _sel(ctx.eff, take), _sel(ctx.lost, take)
+        e, c = _sel(ctx.eff, take), _sel(ctx.crashed, take)
         spec = self.v.speculation
         if spec is None and env.deadline is not None and comp.K == 1:
             spec = Speculation(env.deadline)
         out, t = run_whole(comp, self.store.index, e, c, _sel(cur, take), env, spec,
                            self._cost(ctx, rec))
+        t = lie_cost(comp, self.store.index, out, t, _sel(ctx.lying, take), e, c, env, rec,
+                     name, ctx.t)
         self._record(ctx, rec, t, "whole")
         rec.recovered[name][ctx.t] = len(out.recovered)
         rec.copies[name][ctx.t] = out.copies
@@ -207,8 +229,11 @@ class PulledRun(WholeRun):
         else:
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
+            c = _sel(ctx.crashed, take)   # a whole plan pays for its lies after the decode
             out, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
             measured = whole_measured(whole, out, e, c, env.ts, out.time, avail, env.cost)
+            T = lie_cost(whole, self.store.index, out, T, _sel(ctx.lying, take), e, c, env,
+                         rec, name, t)
             rec.copies[name][t] = out.copies
             rec.recovered[name][t] = len(out.recovered)
             rec.redispatched[name][t] = out.redispatched

@@ -161,8 +161,9 @@ class _Ctx:
 
     @property
     def lost(self) -> np.ndarray | None:
-        """Machines whose results the USCTEC family cannot use: crashed, or caught lying (their
-        work is redone on other holders, costed as a crash's)."""
+        """Machines whose results a USCTEC-family pull step cannot use: crashed, or lying
+        (their work redone on other holders, costed as a crash's; a whole plan pays for its
+        lies after the decode, :mod:`~elastic_coded.sim.lagrange_lies`)."""
         if self.lying is None:
             return self.crashed
         return self.lying if self.crashed is None else self.crashed | self.lying

@@ -8,11 +8,11 @@ Membership follows the runtime (``runtime.events.apply`` and the controller): ma
 machines before the step, ``join`` adds them before the step, ``crash`` machines are planned for
 and die in the middle of the step (their results never arrive) and are gone from the next step;
 ``slow`` multiplies a machine's slowdown for this step; ``corrupt`` machines are planned for and
-return wrong results (each family pays for them its own way: the USCTEC family discards them at
-verification and redoes their work on other holders, costed as a crash; the unified and hetero
-families detect the wrong product after the decode when a liar's results were used and repair it
-with the runtime's repair calls, :mod:`~elastic_coded.sim.unified`,
-:mod:`~elastic_coded.sim.hetero`) and, once they lied in
+return wrong results (each family pays for them its own way: every family's whole-plan steps
+detect the wrong product after the decode when a liar's results were used and repair it with
+the runtime's repair calls, :mod:`~elastic_coded.sim.lagrange_lies`,
+:mod:`~elastic_coded.sim.unified`, :mod:`~elastic_coded.sim.hetero`; a USCTEC-family pull step
+discards them and redoes their work on other holders, costed as a crash) and, once they lied in
 :data:`~elastic_coded.churn.CAUGHT_LIMIT` steps, are excluded after the step (every lie is taken
 as caught, even one whose results no policy used; the runtime counts the steps a machine was
 caught in).  Two deliberate simplifications: a machine
