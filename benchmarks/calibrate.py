@@ -22,13 +22,14 @@ is the runtime's own.
   processes share the cores: an upper estimate of the worker's own time per call);
 * ``step_s``: the median ``uncoded`` step (one call per worker process) at ``M`` less
   ``plan_s``, ``M * machine_s``, its calls' ``call_s + round_trip_s`` and ``worker_call_s``;
-* the host floor (every process here shares the host's cores): the whole host's CPU of each
-  ``dynamic`` step (``/proc/stat``), fitted by ``host_step_s + machines * host_machine_s +
-  calls * host_call_s`` (non-negative least squares over every size), ``host_cpus`` the
-  host's cores, and ``host_cancel_s`` what a cancelled call costs the host beyond one that
-  returns, in plain Ray (``8 M`` calls queued to an async actor and cancelled while
-  they run, against
-  ``8 M`` that return).  Without ``/proc/stat`` there is no floor (``host_cpus`` 0).
+* the host floor (every process here shares the host's cores): the whole host's CPU
+  (``/proc/stat``) of pull steps whose calls pause as real ones do (a second cluster per size,
+  the ideal step ``PACED_S`` = 50 ms, the default deadline: ``dynamic`` at 2 and 8 chunks per
+  machine and ``usctec-pull``, whose decoded pieces cancel the copies still running), one
+  point per step, fitted by ``host_step_s +
+  machines * host_machine_s + calls * host_call_s + cancelled * host_cancel_s`` (non-negative
+  least squares over every size, the calls and cancellations from the reports), ``host_cpus``
+  the host's cores.  Without ``/proc/stat`` there is no floor (``host_cpus`` 0).
 
 The cost is checked against the ``dynamic`` steps: each point's measured median next to the
 cost's prediction (the fixed cost, ``calls * (call_s + round_trip_s)``, ``worker_call_s``, or
@@ -53,6 +54,8 @@ sys.path.insert(0, HERE)
 from results_io import publish  # noqa: E402
 
 TIME_SCALE = 1e-3
+PACED_S = 0.05
+"""The ideal step of the host-CPU series (calls that pause as real ones do)."""
 CHUNKS = (1, 4, 8)
 
 
@@ -92,43 +95,6 @@ def host_busy() -> float | None:
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
-def _plain_ray_cancel(n_calls: int) -> float | None:
-    """Host CPU seconds a cancelled call costs beyond one that returns, in plain Ray: ``n``
-    calls to an async actor, cancelled while they run (as the pull loop cancels the calls
-    still computing a piece that decoded), against ``n`` that return."""
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class Sleeper:
-        async def nap(self, s):
-            import asyncio
-            await asyncio.sleep(s)
-            return s
-
-    a = Sleeper.remote()
-    ray.get(a.nap.remote(0))
-    per = {}
-    for kind in ("returned", "cancelled", "returned", "cancelled"):
-        h0 = host_busy()
-        refs = [a.nap.remote(0.0 if kind == "returned" else 30.0) for _ in range(n_calls)]
-        if kind == "cancelled":
-            ray.wait(refs, timeout=0.05)  # under way
-            for r in refs:
-                ray.cancel(r)
-        for r in refs:
-            try:
-                ray.get(r)
-            except (ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError):
-                pass
-        h1 = host_busy()
-        if h0 is None or h1 is None:
-            ray.kill(a)
-            return None
-        per.setdefault(kind, []).append((h1 - h0) / n_calls)
-    ray.kill(a)
-    return max(0.0, float(np.median(per["cancelled"]) - np.median(per["returned"])))
-
-
 def _steps(c, B, policy: str, steps: int, chunks=None) -> list:
     """``steps`` steps of ``policy``: ``[(report, host CPU seconds or None), ...]``."""
     from dataclasses import replace
@@ -163,20 +129,46 @@ def measure_at(machines: int, steps: int) -> dict:
             got = _steps(c, B, "dynamic", steps, k)
             reps = [r for r, _ in got]
             calls = [k * machines + r.backups for r in reps]
-            host = [h for _, h in got if h is not None]
             rows.append({"chunks_per_machine": k, "calls": float(np.median(calls)),
+                         "cancelled": float(np.median([r.extra["cancelled"] for r in reps])),
                          "median_s": float(np.median([r.t_total for r in reps])),
-                         "host_cpu_s": float(np.median(host)) if host else None,
                          "t_plan_s": float(np.median([r.t_plan for r in reps])),
                          "slowest_s": float(np.median([r.slowest_needed_s for r in reps]))})
         whole = [r for r, _ in _steps(c, B, "uncoded", steps)]
     x = np.array([r["calls"] for r in rows])
     y = np.array([r["median_s"] for r in rows])
     b, a = np.polyfit(x, y, 1) if len(set(x.tolist())) > 1 else (0.0, float(y.mean()))
-    return {"machines": machines, "dynamic": rows, "per_call_s": max(float(b), 0.0),
+    return {"machines": machines, "dynamic": rows, "host_steps": measure_host(machines, steps),
+            "per_call_s": max(float(b), 0.0),
             "intercept_s": float(a), "uncoded_s": float(np.median([r.t_total for r in whole])),
             "t_plan_s": float(np.median([r["t_plan_s"] for r in rows] +
                                         [r.t_plan for r in whole]))}
+
+
+def measure_host(machines: int, steps: int) -> list:
+    """The host CPU of pull steps whose calls pause as real ones do (the ideal step
+    ``PACED_S``, the default deadline): ``dynamic`` at 2 and 8 chunks per machine and
+    ``usctec-pull`` (whose decoded pieces cancel the copies still running), one row per
+    step with its calls and cancellations from the report."""
+    from dataclasses import replace
+
+    from elastic_coded.runtime import ElasticCluster
+
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((60 * machines, 20))
+    B = rng.standard_normal((20, 8))
+    ms = [{"id": f"m{i}", "speed": 1.0, "storage": 1.0} for i in range(machines)]
+    out = []
+    with ElasticCluster(A, "dynamic", L=4, S=2, machines=ms, time_scale=PACED_S * machines,
+                        num_cpus=os.cpu_count()) as c:
+        for policy, k in (("dynamic", 2), ("dynamic", 8), ("usctec-pull", None)):
+            if k is not None:
+                c.options = replace(c.options, chunks=k)
+            _steps(c, B, policy, 1)  # warm-up
+            out += [{"policy": policy, "chunks_per_machine": k,
+                     "calls": float(r.extra["calls"]), "cancelled": float(r.extra["cancelled"]),
+                     "host_cpu_s": h} for r, h in _steps(c, B, policy, steps)]
+    return out
 
 
 def measure(sizes=(8, 24), steps: int = 8) -> dict:
@@ -201,7 +193,6 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
     # calls measure the host's contention, which the host floor charges)
     worker = float(np.median([r["slowest_s"] for r in pts[0]["dynamic"]]))
     host = _host_fit(pts)
-    cancel = _plain_ray_cancel(8 * sizes[0]) if host else None
     plan_s = float(np.median([p["t_plan_s"] for p in pts]))
     def calls_cost(M):
         return -(-M // hosted) * b0
@@ -218,7 +209,7 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
                        machine_s=per_machine, scan_s=scan,
                        **({"host_cpus": os.cpu_count() or 1, "host_step_s": host[0],
                            "host_machine_s": host[1], "host_call_s": host[2],
-                           "host_cancel_s": cancel or 0.0} if host else {}))
+                           "host_cancel_s": host[3]} if host else {}))
     check = []
     for p in pts:
         M = p["machines"]
@@ -226,7 +217,7 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
             check.append({"policy": "dynamic", "machines": M,
                           "chunks_per_machine": r["chunks_per_machine"],
                           "measured_median_s": r["median_s"],
-                          "predicted_s": max(cost.host_floor(M, r["calls"]),
+                          "predicted_s": max(cost.host_floor(M, r["calls"], r["cancelled"]),
                                              cost.step_cost(M) + r["calls"] * (b0 + scan * M)
                                              + worker)})
         check.append({"policy": "uncoded", "machines": M, "measured_median_s": p["uncoded_s"],
@@ -234,7 +225,7 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
                                          cost.step_cost(M) + calls_cost(M) + worker)})
     return {"cost": cost.to_dict(), "fit": {"per_call_s": b0, "submit_share": share,
                                             "scan_s": scan, "machine_s": per_machine,
-                                            "host": host, "host_cancel_s": cancel},
+                                            "host": host},
             "points": pts, "check": check, "sizes": list(sizes), "steps": steps,
             "time_scale": TIME_SCALE,
             "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -242,16 +233,18 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
 
 
 def _host_fit(pts: list) -> tuple | None:
-    """``(host_step_s, host_machine_s, host_call_s)``: the host CPU of every ``dynamic`` step
-    measured, fitted by ``a + b * machines + c * calls`` (least squares, each term at least 0);
-    ``None`` where the host's CPU cannot be read."""
-    rows = [(p["machines"], r["calls"], r["host_cpu_s"]) for p in pts for r in p["dynamic"]]
-    if not rows or any(h is None for _, _, h in rows):
+    """``(host_step_s, host_machine_s, host_call_s, host_cancel_s)``: the host CPU of every
+    step of :func:`measure_host`, fitted by ``a + b * machines + c *
+    calls + d * cancelled`` (least squares, each term at least 0); ``None`` where the host's
+    CPU cannot be read."""
+    rows = [(p["machines"], r["calls"], r["cancelled"], r["host_cpu_s"])
+            for p in pts for r in p["host_steps"]]
+    if not rows or any(h is None for *_, h in rows):
         return None
     from scipy.optimize import nnls
 
-    X = np.array([[1.0, m, k] for m, k, _ in rows])
-    coef, _ = nnls(X, np.array([h for _, _, h in rows]))
+    X = np.array([[1.0, m, k, x] for m, k, x, _ in rows])
+    coef, _ = nnls(X, np.array([h for *_, h in rows]))
     return tuple(float(c) for c in coef)
 
 

@@ -136,7 +136,8 @@ class StepReport:
     work re-planned like a failure's but not counted in ``failed``; or found gone before it."""
     extra: dict = field(default_factory=dict, repr=False)
     """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
-    ``t*``, rescued masters)."""
+    ``t*``, rescued masters; a pull step: ``mode``, ``units``, ``pieces``, ``calls`` sent,
+    ``cancelled``, ``stolen``, ``slowed``)."""
     verified: bool | None = None
     """``True`` when the product was checked against the sketch of ``A`` (and repaired if it
     failed) before it was returned; ``None`` when verification is off or not available (the

@@ -12,25 +12,30 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 import calibrate  # noqa: E402
 
 
-def _points(a, b, c, sizes=(8, 24, 72), calls_per=(1.2, 5.0, 9.1)):
-    return [{"machines": M, "dynamic": [{"calls": k * M, "host_cpu_s": a + b * M + c * k * M}
-                                        for k in calls_per]} for M in sizes]
+def _points(a, b, c, d, sizes=(8, 24, 72), calls_per=(1.2, 5.0, 9.1)):
+    """Steps with few cancellations and steps with many, their host CPU
+    ``a + b M + c calls + d cancelled``."""
+    def row(M, k, x):
+        return {"calls": k * M, "cancelled": x, "host_cpu_s": a + b * M + c * k * M + d * x}
+
+    return [{"machines": M, "host_steps": [row(M, k, 0.1 * k) for k in calls_per] +
+             [row(M, 7.0, 0.3 * M), row(M, 6.5, 0.25 * M)]} for M in sizes]
 
 
-def test_host_fit_recovers_the_cpu_per_step_machine_and_call():
-    got = calibrate._host_fit(_points(0.004, 0.001, 0.0023))
-    assert got == pytest.approx((0.004, 0.001, 0.0023), rel=1e-6)
+def test_host_fit_recovers_the_cpu_per_step_machine_call_and_cancellation():
+    got = calibrate._host_fit(_points(0.004, 0.001, 0.0023, 0.0012))
+    assert got == pytest.approx((0.004, 0.001, 0.0023, 0.0012), rel=1e-6)
 
 
 def test_host_fit_keeps_every_term_non_negative():
     # a negative cost per machine is no cost: the fit takes it as 0 and the rest absorbs it
-    a, b, c = calibrate._host_fit(_points(0.05, -0.0002, 0.002))
-    assert b == 0.0 and a >= 0 and c > 0
+    a, b, c, d = calibrate._host_fit(_points(0.05, -0.0002, 0.002, 0.001))
+    assert b == 0.0 and a >= 0 and c > 0 and d >= 0
 
 
 def test_host_fit_needs_every_host_figure():
-    pts = _points(0.0, 0.001, 0.002)
-    pts[1]["dynamic"][0]["host_cpu_s"] = None
+    pts = _points(0.0, 0.001, 0.002, 0.001)
+    pts[1]["host_steps"][0]["host_cpu_s"] = None
     assert calibrate._host_fit(pts) is None
 
 

@@ -86,13 +86,15 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     col = LagrangeCollector(sub, code, ctx.patience)
     g = PullGather(refs, ctx.handles, col, lambda m, c: [], weights=ctx.weights)
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
-    _Loop(ctx, g, q, col, ev, total, (ctx.options or pl.PullOptions()).depth).run()
+    loop = _Loop(ctx, g, q, col, ev, total, (ctx.options or pl.PullOptions()).depth)
+    loop.run()
     td = time.perf_counter()
     Y = assemble(sub, col.decoded, coded.shape[2], ctx.F.dtype)[:, :r]
     rate = _measured_rate(g, prep.speeds) if g.finished and ctx.time_scale <= 0 else None
     extra = {"units": len(q.products) if plan.copies else sum(len(p.machines)
                                                                for p in sub.pieces),
-             "pieces": len(sub.pieces), "cancelled": g.cancelled, "mode": "pull",
+             "pieces": len(sub.pieces), "calls": sum(loop.calls.values()),
+             "cancelled": g.cancelled, "mode": "pull",
              "slowed": slowed(g, prep.speeds, total, ctx.time_scale or 1.0),
              "stolen": getattr(q, "stolen", 0), "planned": _planned(plan)}
     g.backups = q.backups
