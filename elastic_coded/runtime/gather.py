@@ -114,6 +114,9 @@ class Gather:
     speculated: set = field(default_factory=set)
     streams: dict = field(default_factory=dict)
     """Batched calls in flight: ``{generator: {machine: Share}}`` (:meth:`dispatch_many`)."""
+    busy: dict = field(default_factory=dict)
+    """``{machine: [work, seconds]}`` summed over the calls it finished this step (a machine
+    computes its calls one at a time, so their times add up to its busy time)."""
 
     def dispatch_many(self, entries: list) -> None:
         """Dispatch ``[(machine, handle, Call), ...]`` with one Ray call per worker process:
@@ -241,6 +244,9 @@ class Gather:
         machine, call, t_sent = self.pending.pop(key)
         self.done_times.append(time.perf_counter() - t_sent)
         self.finished.setdefault(machine, out)
+        acc = self.busy.setdefault(machine, [0.0, 0.0])
+        acc[0] += out.work
+        acc[1] += out.elapsed_s
         c = self.collector
         if hasattr(c, "add_call"):
             useful = c.add_call(out)
@@ -262,14 +268,23 @@ class Gather:
                    for t in call.tasks)
 
     def measured_speeds(self, total_products: int, scale: float) -> dict:
-        """``{machine: (speed, 'value' | 'upper')}``: measured where a result came back, an
-        upper bound where the call was cancelled (work in units of the step's products)."""
+        """``{machine: (speed, 'value' | 'upper')}`` (work in units of the step's products).
+
+        A machine that finished calls this step: their work over their time (``'value'``).
+        One that finished none: an upper bound from its oldest call still running, which has
+        been at the head of its queue since it was sent (``'upper'``).  A call queued behind
+        another bounds nothing: the machine was busy with the other one, so its later calls
+        are never used for a bound (they would drag a fast machine's estimate down)."""
         out = {}
-        for m, o in self.finished.items():
-            if o.work > 0 and o.elapsed_s > 0:
-                out[m] = (o.work * scale / o.elapsed_s, "value")
-        now = time.perf_counter()
+        for m, (work, secs) in self.busy.items():
+            if work > 0 and secs > 0:
+                out[m] = (work * scale / secs, "value")
+        oldest: dict = {}
         for m, call, t_sent in self.pending.values():
+            if m not in out and (m not in oldest or t_sent < oldest[m][1]):
+                oldest[m] = (call, t_sent)
+        now = time.perf_counter()
+        for m, (call, t_sent) in oldest.items():
             work = sum(self.task_products(t) for t in call.tasks) / max(1, total_products)
             if work > 0:
                 out[m] = (work * scale / max(1e-9, now - t_sent), "upper")

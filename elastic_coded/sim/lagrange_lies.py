@@ -22,25 +22,29 @@ step's end ``T`` and each such piece is repaired:
   (``time = inf``), as the runtime raises;
 * the pieces are then decoded again (no simulated time).
 
-The results a piece decoded from are its machines' first ``L`` by finish time: where a crash
-re-dispatched its tasks or a backup copy ran (:mod:`.executor`) the originals stand in for
-them.  With a :class:`~elastic_coded.sim.cost.RuntimeCost` each repair call also costs the
-driver ``call_s + round_trip_s``, one after another.
+The same rule serves both executions (:func:`repair`, over a :class:`Decoded`): a whole plan
+(:func:`repair_lies`), whose pieces decoded from their machines' first ``L`` by finish time
+(where a crash re-dispatched its tasks or a backup copy ran, :mod:`.executor`, the originals
+stand in for them), and a pull step (:mod:`.pull`), whose pieces decoded from the first ``L``
+positions taken in, each unit's own, the planned machine of a position its sub-divided plan's.
+With a :class:`~elastic_coded.sim.cost.RuntimeCost` each repair call also costs the driver
+``call_s + round_trip_s``, one after another.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-__all__ = ["LieRepair", "repair_lies"]
+__all__ = ["Decoded", "LieRepair", "repair", "repair_lies"]
 
 
 @dataclass(frozen=True)
 class LieRepair:
-    """What the lies of one whole-plan step cost."""
+    """What the lies of one step cost."""
 
     time: float
     """When the repaired product is in hand (the step's end without lies used: ``T``)."""
@@ -49,16 +53,88 @@ class LieRepair:
     calls: int = 0
     """Repair calls made."""
     caught: tuple = ()
-    """Machines caught lying (by id)."""
+    """Machines caught lying."""
 
 
-def _used(comp, finish: np.ndarray, pi: int) -> list:
-    """The plan positions of the machines piece ``pi`` decoded from: its first ``L`` by finish
-    (then plan rank)."""
-    n = comp.n
-    own = [int(j) for j in comp.piece_idx[pi] if j < n and math.isfinite(finish[j])]
-    own.sort(key=lambda j: (finish[j], int(comp.rank[j])))
-    return own[:comp.L]
+@dataclass(frozen=True)
+class Decoded:
+    """What the verification of one step sees, machines named by any sortable key."""
+
+    L: int
+    K: int
+    used: dict
+    """``{piece: machines its decode used}``."""
+    in_hand: Callable
+    """``piece -> {position: machine}``: its results taken in by the step's end."""
+    planned: Callable
+    """``(piece, position) -> machine | None``: the machine the plan gave the position."""
+    holders: Callable
+    """``piece -> machines``: the live machines storing its rows."""
+    seconds: Callable
+    """``(piece, machine) -> seconds``: a fresh call of the piece's task there."""
+    order: Callable = str
+    """Sort key of a machine (ties among holders)."""
+
+
+def repair(d: Decoded, T: float, liars: set, out: set, cost=None) -> LieRepair:
+    """The lies' cost of one step ended at ``T`` (module docstring); ``out``: machines that
+    cannot be asked (crashed)."""
+    bad = [pi for pi, ms in d.used.items() if liars & set(ms)]
+    if not bad or not math.isfinite(T):
+        return LieRepair(T)
+    caught: set = set()
+    good: dict = {}
+    for pi in bad:   # the results in hand at T, each checked
+        good[pi] = set()
+        for pos, m in d.in_hand(pi).items():
+            (caught.add(m) if m in liars else good[pi].add(pos))
+    asked: set = set()
+    t, calls, rnd = float(T), 0, 0
+    while True:
+        short = [pi for pi in bad if len(good[pi]) < d.L]
+        if not short:
+            break
+        asks = [a for pi in short for a in _asks(d, pi, good[pi], rnd, out | caught, asked)]
+        if not asks and rnd:   # no one left to ask
+            return LieRepair(math.inf, len(bad), calls, _sorted(caught, d.order))
+        if not asks:   # no planned machine to ask: the holders, next round
+            rnd = 1
+            continue
+        free: dict = {}
+        for pi, pos, m in asks:   # a machine asked twice computes one call after the other
+            free[m] = free.get(m, t) + d.seconds(pi, m)
+            (caught.add(m) if m in liars else good[pi].add(pos))
+        calls += len(asks)
+        t, rnd = max(free.values()), rnd + 1
+    if cost is not None:
+        t += calls * (cost.call_s + cost.round_trip_s)
+    return LieRepair(t, len(bad), calls, _sorted(caught, d.order))
+
+
+def _asks(d: Decoded, pi: int, good: set, rnd: int, out: set, asked: set) -> list:
+    """``[(piece, position, machine)]`` of one round for piece ``pi`` (module docstring)."""
+    got, used = [], set()
+    pool = sorted(d.holders(pi), key=d.order) if rnd else ()
+    for pos in range(d.K):
+        if len(got) == d.L - len(good):
+            break
+        if pos in good:
+            continue
+        if rnd == 0:
+            m = d.planned(pi, pos)
+            cands = [] if m is None else [m]
+        else:
+            cands = sorted(pool, key=lambda m: m in used)   # stable: by order within
+        m = next((m for m in cands if m not in out and (pi, pos, m) not in asked), None)
+        if m is not None:
+            asked.add((pi, pos, m))
+            used.add(m)
+            got.append((pi, pos, m))
+    return got
+
+
+def _sorted(ms, order) -> tuple:
+    return tuple(sorted(ms, key=order))
 
 
 def repair_lies(comp, index, finish: np.ndarray, T: float, lying: np.ndarray, eff: np.ndarray,
@@ -66,84 +142,41 @@ def repair_lies(comp, index, finish: np.ndarray, T: float, lying: np.ndarray, ef
     """The lies' cost of one whole-plan step of ``comp`` (module docstring).  ``finish``: when
     each machine's results arrive (``inf``: never), ``T`` the step's end, ``lying`` and
     ``crashed`` masks and ``eff`` the effective speeds, all aligned with the plan's machines;
-    ``index()`` the placement index."""
-    liars = set(np.flatnonzero(lying).tolist())
-    if not liars or not math.isfinite(T):
+    ``index()`` the placement index.  Machines are named by their ids."""
+    if not np.any(lying):
         return LieRepair(T)
-    bad = [pi for pi in range(len(comp.plan.pieces)) if liars & set(_used(comp, finish, pi))]
-    if not bad:
-        return LieRepair(T)
-    n, L = comp.n, comp.L
-    dead = set() if crashed is None else set(np.flatnonzero(crashed).tolist())
-    caught: set = set()
-    good: dict = {}
-    for pi in bad:   # the results in hand at T, each checked
-        good[pi] = set()
-        for pos, j in enumerate(comp.piece_idx[pi].tolist()):
-            if j < n and finish[j] <= T:
-                (caught.add(j) if j in liars else good[pi].add(pos))
-    asked: set = set()
-    holders: dict = {}
-    t, calls, rnd = float(T), 0, 0
-    while True:
-        short = [pi for pi in bad if len(good[pi]) < L]
-        if not short:
-            break
-        asks = [a for pi in short for a in _asks(comp, index, pi, good[pi], rnd, dead | caught,
-                                                 asked, holders)]
-        if not asks and rnd:   # no one left to ask
-            return LieRepair(math.inf, len(bad), calls, _ids(comp, caught))
-        if not asks:   # no planned machine to ask: the holders, next round
-            rnd = 1
-            continue
-        free: dict = {}
-        for pi, pos, j in asks:   # a machine asked twice computes one call after the other
-            free[j] = free.get(j, t) + comp.task_work[pi] / eff[j] * ts
-            (caught.add(j) if j in liars else good[pi].add(pos))
-        back = max(free.values())
-        calls += len(asks)
-        t, rnd = back, rnd + 1
-    if cost is not None:
-        t += calls * (cost.call_s + cost.round_trip_s)
-    return LieRepair(t, len(bad), calls, _ids(comp, caught))
+    n, avail, rows = comp.n, comp.plan.available, comp.piece_idx.tolist()
+    rank = {avail[j]: int(comp.rank[j]) for j in range(n)}
+    pos_of = comp.pos
 
+    def used(pi):
+        own = [j for j in rows[pi] if j < n and math.isfinite(finish[j])]
+        own.sort(key=lambda j: (finish[j], int(comp.rank[j])))
+        return [avail[j] for j in own[:comp.L]]
 
-def _asks(comp, index, pi: int, good: set, rnd: int, out: set, asked: set,
-          holders: dict) -> list:
-    """``[(piece, position, machine)]`` of one round for piece ``pi`` (module docstring)."""
-    n, L = comp.n, comp.L
-    row = comp.piece_idx[pi].tolist()
-    if rnd and pi not in holders:
-        holders[pi] = _holders(comp, index, pi)
-    got, used = [], set()
-    for pos in range(comp.K):
-        if len(got) == L - len(good):
-            break
-        if pos in good:
-            continue
-        if rnd == 0:
-            cands = [row[pos]] if pos < len(row) and row[pos] < n else []
-        else:
-            cands = sorted(holders[pi], key=lambda j: (j in used, int(comp.rank[j])))
-        j = next((j for j in cands if j not in out and (pi, pos, j) not in asked), None)
-        if j is not None:
-            asked.add((pi, pos, j))
-            used.add(j)
-            got.append((pi, pos, j))
-    return got
+    def in_hand(pi):
+        return {pos: avail[j] for pos, j in enumerate(rows[pi]) if j < n and finish[j] <= T}
+
+    def planned(pi, pos):
+        j = rows[pi][pos] if pos < len(rows[pi]) else n
+        return avail[j] if j < n else None
+
+    def seconds(pi, m):
+        return comp.task_work[pi] / eff[pos_of[m]] * ts
+
+    d = Decoded(comp.L, comp.K, {pi: used(pi) for pi in range(len(rows))}, in_hand, planned,
+                lambda pi: _holders(comp, index, pi), seconds, rank.__getitem__)
+    liars = {avail[j] for j in np.flatnonzero(lying)}
+    out = set() if crashed is None else {avail[j] for j in np.flatnonzero(crashed)}
+    return repair(d, T, liars, out, cost)
 
 
 def _holders(comp, index, pi: int) -> list:
-    """Plan positions of the machines storing every row of piece ``pi``."""
+    """Ids of the plan's machines storing every row of piece ``pi``."""
     plan = comp.plan
     rows = plan.groups[plan.pieces[pi].group].rows
     spans = index().spans(rows, set(plan.available))
     keep = set(spans[0][2]) if spans else set()
     for _, _, hs in spans[1:]:
         keep &= set(hs)
-    return [comp.pos[m] for m in keep if m in comp.pos]
-
-
-def _ids(comp, positions) -> tuple:
-    avail = comp.plan.available
-    return tuple(sorted((avail[j] for j in positions), key=str))
+    return [m for m in keep if m in comp.pos]

@@ -48,6 +48,7 @@ from ..schemes.policies.asking import Asking
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from .cost import RuntimeCost
+from .lagrange_lies import Decoded, LieRepair, repair
 
 __all__ = ["PullOutcome", "pull_step", "pull_total", "pull_products"]
 
@@ -92,6 +93,8 @@ class PullOutcome:
     """The sub-divided plan the units refer to (``record=True``)."""
     wakes: tuple = field(repr=False, default=())
     """``(driver's time, next result due)`` of every wake-up (``record=True``)."""
+    lies: LieRepair | None = None
+    """What the step's liars cost (:mod:`~elastic_coded.sim.lagrange_lies`), if any lied."""
 
 
 class _Machine:
@@ -106,7 +109,8 @@ class _Run:
     """One pull step's state: the queue, the machines' calls, the driver's clock."""
 
     def __init__(self, sub, q, eff: dict, ts: float, total: int, depth: int, crashed: set,
-                 crash_at: float, cost: RuntimeCost | None, record: bool):
+                 crash_at: float, cost: RuntimeCost | None, record: bool,
+                 lying: frozenset = frozenset()):
         self.sub, self.q, self.eff, self.ts, self.total, self.depth = sub, q, eff, ts, total, depth
         self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
         self.machines = {m: _Machine() for m in sub.available}
@@ -128,6 +132,9 @@ class _Run:
         self.filed: list = []
         self.decoded_at: dict = {}
         self.wakes: list = []
+        self.lying = lying
+        self.arrived: dict = {}  # with liars: piece -> {position: machine}, first taken in
+        self.used: dict = {}     # with liars: piece -> the machines it decoded from
 
     # -- the machines ----------------------------------------------------------------------
     def _schedule(self, m, now: float) -> None:
@@ -226,6 +233,8 @@ class _Run:
         for u in units:
             if self.record:
                 self.filed.append((now, m, u))
+            if self.lying:
+                self.arrived.setdefault(u.piece, {}).setdefault(u.position, m)
             if u.piece in self.decoded:
                 continue
             got = self.have.setdefault(u.piece, set())
@@ -233,6 +242,8 @@ class _Run:
             if len(got) >= self.need:
                 self.decoded.add(u.piece)
                 self.decoded_at[u.piece] = now
+                if self.lying:
+                    self.used[u.piece] = list(self.arrived[u.piece].values())[:self.need]
                 for m2, key2 in self.q.decoded(u.piece):
                     self.cancel(m2, key2, now)
         return now
@@ -271,23 +282,45 @@ class _Run:
 
 def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *,
               crashed=(), options: pl.PullOptions | None = None, cost: RuntimeCost | None = None,
-              crash_at: float = 0.5, total: int | None = None, record: bool = False
-              ) -> PullOutcome:
+              crash_at: float = 0.5, total: int | None = None, record: bool = False,
+              lying=()) -> PullOutcome:
     """Simulate one pull step of ``plan`` (module docstring).  ``eff``: each machine's
     effective speed (speed over slowdown) and ``estimates`` the controller's speed estimates,
     mappings over ``plan.available``; ``crashed``: machines that die mid-step (their first
-    call fails).  ``total``: the products of the step (:func:`pull_total` by default)."""
+    call fails); ``lying``: machines whose results are wrong (used as any, paid for after the
+    decode, :mod:`~elastic_coded.sim.lagrange_lies`).  ``total``: the products of the step
+    (:func:`pull_total` by default)."""
     opts = options or pl.PullOptions()
     total = int(total) if total is not None else pull_total(plan)
     rates = ps.unit_rates(plan.available, estimates, total / time_scale)
     sub, q = ps.layout(plan, placement, total, rates, opts)
     run = _Run(sub, q, dict(eff), float(time_scale), total, opts.depth, set(crashed), crash_at,
-               cost, record)
+               cost, record, frozenset(lying))
     t = run.run(ps.tick_of(q))
+    lies = None
+    if run.lying:
+        lies = repair(_decoded(run), t, set(run.lying), set(crashed), cost)
+        t = lies.time
     if cost is not None and math.isfinite(t):
         n = len(plan.available)
         t = max(t + cost.step_cost(n), cost.host_floor(n, run.calls, run.cancelled))
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes))
+                       tuple(run.wakes), lies)
+
+
+def _decoded(run: _Run) -> Decoded:
+    """What the verification of a pull step sees (:class:`~.lagrange_lies.Decoded`): the
+    positions taken in, each a unit's own machine; a position's planned machine and the
+    holders of a piece's rows from the sub-divided plan."""
+    sub, q = run.sub, run.q
+    work = {u.piece: v / run.total * run.ts for u, v in q.products.items()}
+
+    def planned(pi, pos):
+        ms = getattr(sub.pieces[pi], "machines", ())
+        return ms[pos] if pos < len(ms) else None
+
+    return Decoded(run.need, sub.K, dict(run.used), lambda pi: run.arrived.get(pi, {}), planned,
+                   lambda pi: sub.holders[sub.pieces[pi].group],
+                   lambda pi, m: work[pi] / run.eff[m], str)

@@ -12,12 +12,10 @@ plan) and ``"lean"`` (the whole ``(1, 0)`` plan, with the step deadline's backup
 runtime's gather measures them: returned calls, and upper bounds for calls given up) goes into
 the history the next step's choice reads (:func:`~.pull_step.history_entry`).
 
-Lies: a whole-plan step (every policy here but a pull step) decodes from liars' results as from
-any, and pays for them as the runtime's verification does, after the decode
-(:mod:`~elastic_coded.sim.lagrange_lies`: the pieces that used a lie repaired from the results
-that check, with repair calls where too few do; ``details`` ``repairs``, ``repair_calls`` and
-``caught``).  A pull step discards a liar's results and redoes its units elsewhere, costed as a
-crash's.
+Lies: a step decodes from liars' results as from any, and pays for them as the runtime's
+verification does, after the decode (:mod:`~elastic_coded.sim.lagrange_lies`: the pieces that
+used a lie repaired from the results that check, with repair calls where too few do;
+``details`` ``repairs``, ``repair_calls`` and ``caught``).
 """
 
 from __future__ import annotations
@@ -83,10 +81,14 @@ def lie_cost(comp: _Compiled, index, out, t: float, lying, eff, crashed, env, re
     if lying is None or not lying.any():
         return t
     fix = repair_lies(comp, index, out.finish, out.time, lying, eff, env.ts, crashed, env.cost)
+    _record_lies(rec, name, step, fix)
+    return t + (fix.time - out.time) if math.isfinite(fix.time) else math.inf
+
+
+def _record_lies(rec, name: str, step: int, fix) -> None:
     for key, v in (("repairs", fix.repairs), ("repair_calls", fix.calls),
                    ("caught", len(fix.caught))):
         rec.detail(name, key, step, v)
-    return t + (fix.time - out.time) if math.isfinite(fix.time) else math.inf
 
 
 def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail, cost) -> dict:
@@ -215,21 +217,24 @@ class PulledRun(WholeRun):
         plan = comp.plan
         take = _take(comp, ctx)
         avail = plan.available
-        e, c, est = _sel(ctx.eff, take), _sel(ctx.lost, take), _sel(cur, take)
+        e, c, est = _sel(ctx.eff, take), _sel(ctx.crashed, take), _sel(cur, take)
         est_map = dict(zip(avail, est.tolist()))
         if mode == "pull":
             crashed = () if c is None else tuple(m for m, x in zip(avail, c) if x)
+            lie = _sel(ctx.lying, take)
             out = pull_step(plan, self.store.placement, dict(zip(avail, e.tolist())), est_map,
                             env.ts, crashed=crashed, options=env.pull_options, cost=cost,
-                            crash_at=env.crash_at)
+                            crash_at=env.crash_at,
+                            lying=() if lie is None else tuple(m for m, x in zip(avail, lie) if x))
             T, measured = out.time, out.measured
+            if out.lies is not None:
+                _record_lies(rec, name, t, out.lies)
             rec.copies[name][t] = out.backups
             rec.detail(name, "calls", t, out.calls)
             rec.detail(name, "stolen", t, out.stolen)
         else:
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
-            c = _sel(ctx.crashed, take)   # a whole plan pays for its lies after the decode
             out, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
             measured = whole_measured(whole, out, e, c, env.ts, out.time, avail, env.cost)
             T = lie_cost(whole, self.store.index, out, T, _sel(ctx.lying, take), e, c, env,

@@ -154,6 +154,26 @@ def test_speed_estimates_follow_persistent_slowness(ray_session):
         assert est["m4"] < 0.75 * np.median([est[m] for m in ("m0", "m1", "m2", "m3")])
 
 
+def test_pull_steps_leave_the_speeds_of_machines_that_kept_their_pace(ray_session):
+    """A pull step ends with calls still in flight on every machine, most of them queued
+    behind the one computing: none of them may drag an estimate down.  Before, each such call
+    gave the bound ``work / time since sent``, and after a few ``dynamic`` steps machines that
+    never slowed were planned at a fraction of their speed."""
+    rng = np.random.default_rng(10)
+    A = rng.standard_normal((240, 10))
+    speeds = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
+    with ElasticCluster(A, "dynamic", L=2, S=1, machines=machines(6, speeds=speeds, storage=1.0),
+                        time_scale=0.3) as c:
+        x = rng.standard_normal((10, 2))
+        for k in range(5):
+            c.multiply(x, events=StepEvents(slow={f"m{k % 6}": 5.0}))
+        est = c.speeds()
+    for i, s in enumerate(speeds):
+        if i >= 5:  # never slowed: planned at its own speed
+            assert est[f"m{i}"] == pytest.approx(s, rel=0.2)
+        assert est[f"m{i}"] >= 0.8 * s  # one slow step among five does not move an estimate
+
+
 def test_speculative_backup_copies_beat_a_straggler(ray_session):
     rng = np.random.default_rng(9)
     A = F.random((60, 8), rng)
