@@ -272,6 +272,18 @@ class ElasticCluster:
         """Current speed estimates."""
         return self._snapshot().speeds
 
+    def speed_estimates(self) -> dict:
+        """``{machine: SpeedEstimate}``: the recent measurements each planning speed is learnt
+        from (:mod:`elastic_coded.schemes.speeds`), to give back later with
+        :meth:`restore_speed_estimates`."""
+        return self._ctrl("speed_estimates")
+
+    def restore_speed_estimates(self, estimates) -> None:
+        """Plan with estimates taken earlier by :meth:`speed_estimates` (machines present only;
+        a ``ValueError`` names any other).  A plan asked for ahead is kept: speeds make a plan
+        faster or slower, never wrong."""
+        self._ctrl("restore_speed_estimates", dict(estimates))
+
     def placement(self):
         """The storage in force: a Placement (USCTEC family) or the scheme's storage."""
         return self._snapshot().storage

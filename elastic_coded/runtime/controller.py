@@ -336,6 +336,15 @@ class Controller:
         except Exception as exc:  # metrics are best effort
             log.debug("metrics unavailable: %s", exc)
 
+    async def speed_estimates(self) -> dict:
+        """``{machine: SpeedEstimate}`` of the machines present (:meth:`.Members.estimates`)."""
+        return self.members.estimates()
+
+    @_locked
+    async def restore_speed_estimates(self, estimates: dict) -> None:
+        """Put back estimates taken by :meth:`speed_estimates` (:meth:`.Members.restore`)."""
+        self.members.restore(estimates)
+
     async def snapshot(self) -> Snapshot:
         return Snapshot(tuple(sorted(self.members.table)), self.members.speeds(),
                         self.storage.current, self.storage.values_moved)

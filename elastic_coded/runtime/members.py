@@ -95,6 +95,26 @@ class Members:
         """``{machine: planning speed}`` of ``machines`` (default: all, in the order they came)."""
         return {m: self.table[m].speed_est for m in (self.table if machines is None else machines)}
 
+    def estimates(self) -> dict:
+        """``{machine: SpeedEstimate}``: the window each planning speed is learnt from."""
+        return {m: v.est for m, v in self.table.items()}
+
+    def restore(self, estimates: dict) -> None:
+        """Put back estimates taken by :meth:`estimates` (machines present only).  Raises
+        ``ValueError`` naming a machine not present or a value that is no estimate; nothing
+        changes then."""
+        unknown = sorted((m for m in estimates if m not in self.table), key=str)
+        if unknown:
+            raise ValueError(f"estimates: machines {unknown} are not present; present: "
+                             f"{sorted(self.table, key=str)}")
+        bad = sorted((m for m, e in estimates.items() if not isinstance(e, SpeedEstimate)),
+                     key=str)
+        if bad:
+            raise ValueError(f"estimates: the values of {bad} are not SpeedEstimate s (take "
+                             f"them from speed_estimates())")
+        for m, e in estimates.items():
+            self.table[m].est = e
+
     def present(self, sort: bool = False) -> Present:
         """The machines present as a storage family sees them: in the order they came, or by
         id (``sort``), with their budgets and planning speeds."""

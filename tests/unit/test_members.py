@@ -126,3 +126,20 @@ def test_storage_short_of_L_plus_S_carries_the_S_the_budgets_reached():
                                               r"L\+S = 5") as exc:
         mem.check_count(2, 3, short_S=1)
     assert exc.value.S_max == 1
+
+
+def test_estimates_taken_are_given_back_whole_or_not_at_all():
+    mem = _members(3)
+    mem.learn({"m0": (2.0, "value"), "m1": (0.5, "value")})
+    saved = mem.estimates()
+    for _ in range(3):
+        mem.learn({"m0": (0.1, "value")})
+    assert mem.speeds()["m0"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match=r"\['gone'\] are not present"):
+        mem.restore({**saved, "gone": new_estimate(1.0)})
+    with pytest.raises(ValueError, match=r"\['m2'\] are not SpeedEstimate"):
+        mem.restore({"m0": saved["m0"], "m2": 3.0})
+    assert mem.speeds()["m0"] == pytest.approx(0.1)  # a refused restore changed nothing
+    mem.restore(saved)
+    assert mem.estimates() == saved
+    assert mem.speeds() == {"m0": 2.0, "m1": 1.0, "m2": 1.0}
