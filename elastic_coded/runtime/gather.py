@@ -7,6 +7,7 @@ which machines failed, the products dispatched and wasted, and measured speeds.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -114,9 +115,14 @@ class Gather:
     speculated: set = field(default_factory=set)
     streams: dict = field(default_factory=dict)
     """Batched calls in flight: ``{generator: {machine: Share}}`` (:meth:`dispatch_many`)."""
+    _median: tuple = (0, None)
     busy: dict = field(default_factory=dict)
     """``{machine: [work, seconds]}`` summed over the calls it finished this step (a machine
-    computes its calls one at a time, so their times add up to its busy time)."""
+    computes its calls one at a time, so their busy times add up)."""
+    lags: list = field(default_factory=list)
+    """Per machine, its first finished call's time from sent to taken minus the machine's busy
+    time: what every call pays beside the machine (dispatch, the host's delays, the result's
+    way back)."""
 
     def dispatch_many(self, entries: list) -> None:
         """Dispatch ``[(machine, handle, Call), ...]`` with one Ray call per worker process:
@@ -139,9 +145,9 @@ class Gather:
                 self.dispatch(*group[0])
                 continue
             used = sorted({t.arg for _, _, call in group for t in call.tasks})
-            items = tuple((h.machine, _renumbered(call, used)) for m, h, call in group)
+            items = tuple((h.machine, call) for m, h, call in group)
             gen = group[0][1].host.compute_many.options(num_returns="streaming").remote(
-                items, *[self.inputs[a] for a in used])
+                items, tuple(used), *[self.inputs[a] for a in used])
             now = time.perf_counter()
             shares = self.streams[gen] = {}
             for m, _, call in group:
@@ -244,9 +250,7 @@ class Gather:
         machine, call, t_sent = self.pending.pop(key)
         self.done_times.append(time.perf_counter() - t_sent)
         self.finished.setdefault(machine, out)
-        acc = self.busy.setdefault(machine, [0.0, 0.0])
-        acc[0] += out.work
-        acc[1] += out.elapsed_s
+        self.measure(machine, out, self.done_times[-1])
         c = self.collector
         if hasattr(c, "add_call"):
             useful = c.add_call(out)
@@ -267,14 +271,27 @@ class Gather:
         return sum(self.task_products(t) for _, call, _ in self.pending.values()
                    for t in call.tasks)
 
+    def measure(self, machine, out: CallResult, waited: float) -> None:
+        """Count ``out`` (taken ``waited`` s after it was sent) toward ``machine``'s measured
+        speed (:meth:`measured_speeds`)."""
+        busy = out.busy_s
+        if machine not in self.busy:
+            self.lags.append(max(0.0, waited - busy))
+        acc = self.busy.setdefault(machine, [0.0, 0.0])
+        acc[0] += out.work
+        acc[1] += busy
+
     def measured_speeds(self, total_products: int, scale: float) -> dict:
         """``{machine: (speed, 'value' | 'upper')}`` (work in units of the step's products).
 
-        A machine that finished calls this step: their work over their time (``'value'``).
-        One that finished none: an upper bound from its oldest call still running, which has
-        been at the head of its queue since it was sent (``'upper'``).  A call queued behind
-        another bounds nothing: the machine was busy with the other one, so its later calls
-        are never used for a bound (they would drag a fast machine's estimate down)."""
+        A machine that finished calls this step: their work over their busy time
+        (``'value'``).  One that finished none: an upper bound from its oldest call still
+        running, which has been at the head of its queue since it was sent, less what every
+        call pays beside the machine (the median of :attr:`lags`): ``'upper'``, none when
+        that leaves no time.  A call queued behind another bounds nothing: the machine was
+        busy with the other one, so its later calls are never used for a bound (they would
+        drag a fast machine's estimate down)."""
+        lag = statistics.median(self.lags) if self.lags else 0.0
         out = {}
         for m, (work, secs) in self.busy.items():
             if work > 0 and secs > 0:
@@ -286,9 +303,13 @@ class Gather:
         now = time.perf_counter()
         for m, (call, t_sent) in oldest.items():
             work = sum(self.task_products(t) for t in call.tasks) / max(1, total_products)
-            if work > 0:
-                out[m] = (work * scale / max(1e-9, now - t_sent), "upper")
+            if work > 0 and now - t_sent - lag > 0:
+                out[m] = (work * scale / (now - t_sent - lag), "upper")
         return out
 
     def median_done(self) -> float | None:
-        return float(np.median(self.done_times)) if self.done_times else None
+        """The median completed call's time (asked at every wait: kept until a call ends)."""
+        n = len(self.done_times)
+        if n != self._median[0]:
+            self._median = (n, statistics.median(self.done_times) if n else None)
+        return self._median[1]

@@ -59,15 +59,16 @@ class Worker:
         m.check_alive()
         return await getattr(m, method)(*args)
 
-    async def compute_many(self, items: tuple, *inputs):
+    async def compute_many(self, items: tuple, args: tuple, *inputs):
         """Run several hosted machines' calls of one step at once (``items``: ``((machine,
-        Call), ...)``, every call's ``arg`` indexing ``inputs``), each machine at its own pace
-        as if called alone.  A streaming generator: it yields a tuple of
+        Call), ...)``; a task's input ``arg`` is ``inputs[args.index(arg)]``: only the inputs
+        the calls use are sent), each machine at its own pace as if called alone.  A streaming generator: it yields a tuple of
         :class:`~elastic_coded.schemes.wire.BatchItem` whenever some finish, so that a fast
         machine's result never waits for a slow one's.  Cancelled, it cancels the calls still
         running (a machine scripted to crash then crashes, as when its own call is
         cancelled)."""
-        tasks = [asyncio.ensure_future(self._one(mid, call, inputs)) for mid, call in items]
+        by_arg = dict(zip(args, inputs))
+        tasks = [asyncio.ensure_future(self._one(mid, call, by_arg)) for mid, call in items]
         pending = set(tasks)
         try:
             while pending:
@@ -83,7 +84,7 @@ class Worker:
             if m is None:
                 raise MachineDied(machine_id, None, "is unknown")
             m.check_alive()
-            return BatchItem(machine_id, await m.compute(call, *inputs))
+            return BatchItem(machine_id, await m.compute_on(call, inputs))
         except MachineDied as exc:
             return BatchItem(machine_id, died=exc.why)
 

@@ -226,6 +226,11 @@ class Machine:
         Calls queue for the machine: one computes (and is paced) at a time, in arrival order, so
         a machine with two calls in flight takes the time of both, as a real one would.  The
         times reported start when the call starts computing."""
+        return await self.compute_on(call, inputs)
+
+    async def compute_on(self, call: Call, inputs) -> CallResult:
+        """:meth:`compute` with the inputs indexed by a task's ``arg`` (a sequence, or a
+        mapping from the ``arg`` s the call uses)."""
         async with self._cpu:
             self.check_alive()
             return await self._compute(call, inputs)
@@ -248,12 +253,13 @@ class Machine:
             results = [self._perturb(H, call.step, i) for i, H in enumerate(results)]
         compute_s = time.perf_counter() - t0
         work = products / max(1, call.total_products)
+        paced = True
         if call.pace_s is not None:
             target = call.pace_s
         elif self.time_scale > 0:
             target = work / self.speed * self.time_scale * call.slow
         else:
-            target = compute_s * call.slow
+            target, paced = compute_s * call.slow, call.slow != 1.0
         if call.crash_at is not None:
             try:
                 await self._pause(target * call.crash_at - (time.perf_counter() - t0))
@@ -269,7 +275,8 @@ class Machine:
                                      else results[0])
             results = []
         return CallResult(self.id, call.step, tuple(results), rows_done, products, work,
-                          compute_s, time.perf_counter() - t0, time.time())
+                          compute_s, time.perf_counter() - t0, time.time(),
+                          target if paced else None)
 
     # -- unified framework: exchange phases (MATH.md §2) ---------------------------------------
     def _forget_other_steps(self, step: int) -> None:

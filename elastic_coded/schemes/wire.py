@@ -82,13 +82,22 @@ class CallResult:
     elapsed_s: float
     finished: float = 0.0
     """Wall clock (``time.time()``) when the call finished."""
+    paced_s: float | None = None
+    """Emulation: how long the machine was busy as emulated (the time it was paced to);
+    ``elapsed_s`` adds the host's own delays (a process's event loop waiting for a core, a
+    host too slow for the pace).  ``None`` at real speed."""
+
+    @property
+    def busy_s(self) -> float:
+        """The machine's busy time: what its speed is measured on."""
+        return self.elapsed_s if self.paced_s is None else self.paced_s
 
     def __reduce__(self):
         """Results of one width and dtype travel as one array (one buffer, not one per task)
         and come back as views of it."""
         res = self.results
         rest = (self.machine, self.step, self.rows, self.products, self.work, self.compute_s,
-                self.elapsed_s, self.finished)
+                self.elapsed_s, self.finished, self.paced_s)
         if len(res) > 1 and _same_2d(res):
             return (_unpack, (np.concatenate(res, axis=0), tuple(r.shape[0] for r in res),
                               rest))

@@ -55,3 +55,22 @@ def test_a_machine_that_finished_nothing_is_bounded_by_its_oldest_call():
     (value, kind), = g.measured_speeds(TOTAL, 1.0).values()
     assert kind == "upper"
     assert value == pytest.approx(0.1 / 2.0, rel=0.05)
+
+
+def test_emulated_busy_time_and_what_every_call_pays_are_kept_apart():
+    """An emulated machine is measured on the time it was paced to, not the host's delays on
+    top; a bound from a call still running leaves out what the finished calls paid beside
+    their machines (the median lag), and says nothing when that leaves no time."""
+    g = _gather()
+    now = time.perf_counter()
+    for i, (m, work) in enumerate((("a", 0.1), ("b", 0.2), ("c", 0.1))):
+        key = f"k{i}"
+        g.pending[key] = (m, _call(int(work * TOTAL)), now - 0.5)  # taken 0.5 s after sent
+        g._got(key, CallResult(m, 0, (), 1, 1, work, 0.01, 0.45, paced_s=0.1))
+    g.pending["d"] = ("d", _call(100), now - 0.9)  # 0.4 s beyond the lag of 0.4 s
+    g.pending["e"] = ("e", _call(100), now - 0.3)  # not even the lag: no bound
+    speeds = g.measured_speeds(TOTAL, 1.0)
+    assert speeds["a"] == (pytest.approx(1.0), "value")  # 0.1 over 0.1 s, not 0.45 s
+    assert speeds["b"] == (pytest.approx(2.0), "value")
+    assert speeds["d"][1] == "upper" and speeds["d"][0] == pytest.approx(0.1 / 0.5, rel=0.05)
+    assert "e" not in speeds

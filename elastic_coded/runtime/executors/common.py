@@ -46,17 +46,25 @@ def crash_at(machine, ev) -> float | None:
     return 0.5 if machine in ev.crash else None
 
 
+INLINE_BYTES = 64 << 10
+"""A coded input this small travels inside each call that uses it (Ray inlines arguments
+below 100 KiB), not through the object store: a put and each worker's fetch cost more than
+the bytes."""
+
+
 def encode_inputs(F, B: np.ndarray, L: int, S: int):
-    """``B`` Lagrange-coded for ``(L, S)`` and each of its ``L + S`` positions put in the
-    object store once: ``(code, coded, refs)``.  Zero columns are added only when ``L`` (times
-    the code's width, 2 for a complex code) does not divide ``B``'s column count (see
+    """``B`` Lagrange-coded for ``(L, S)``: ``(code, coded, args)``, ``args[p]`` what a call
+    passes for position ``p``: the block itself when it is small (:data:`INLINE_BYTES`), else
+    its reference, put in the object store once.  Zero columns are added only when ``L``
+    (times the code's width, 2 for a complex code) does not divide ``B``'s column count (see
     ``step_code``)."""
     code = lagrange_code(F, L, S)
     pad = (-B.shape[1]) % (L * code.width)
     if pad:
         B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
     coded = code.encode(B)
-    return code, coded, [ray.put(coded[p]) for p in range(code.K)]
+    return code, coded, [coded[p] if coded[p].nbytes <= INLINE_BYTES else ray.put(coded[p])
+                         for p in range(code.K)]
 
 
 def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,

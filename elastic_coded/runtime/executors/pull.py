@@ -203,7 +203,7 @@ class _Loop:
 
     def _take(self, ref) -> None:
         g = self.g
-        m, call, _ = g.pending.pop(ref)
+        m, call, t_sent = g.pending.pop(ref)
         self.asking.freed(m)
         now = time.perf_counter()
         try:
@@ -217,6 +217,7 @@ class _Loop:
         self.q.finished(m, ref, now, out.elapsed_s)
         g.done_times.append(out.elapsed_s)
         g.finished.setdefault(m, out)
+        g.measure(m, out, now - t_sent)
         useful = False
         for task, H in zip(call.tasks, out.results):
             useful |= self.col.add(m, task, H)
