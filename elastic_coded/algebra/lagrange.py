@@ -181,8 +181,11 @@ class LagrangeCode:
             raise ValueError(
                 f"results: need at least L={self.L} results to decode, got {len(results)}")
         positions = list(results)[: self.L]
+        D = self.decode_matrix(positions)
+        if self.L == 1 and D[0, 0] == 1:  # one position whose weight is one: the result itself
+            return np.asarray(results[positions[0]])[None]
         stack = np.stack([np.asarray(results[p]) for p in positions])
-        return self._apply(self.decode_matrix(positions), stack)
+        return self._apply(D, stack)
 
     def _apply(self, M: np.ndarray, blocks: np.ndarray) -> np.ndarray:
         """``out[i] = sum_j M[i, j] blocks[j]`` (blocks ``(n, rows, cols)``), in complex

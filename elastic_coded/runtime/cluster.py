@@ -33,6 +33,7 @@ from ..errors import ShortOfMachines, StepFailed
 from ..schemes.policies.modes import choose_mode, next_mode
 from ..schemes.registry import added_policies, policy_of, step_code
 from ..schemes.policies import family_of, parse_options
+from ..schemes.wire import result_of
 from . import blas, events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
@@ -361,7 +362,7 @@ class ElasticCluster:
         prep = None
         if pre is not None:
             try:
-                prep = ray.get(pre[2])
+                prep = result_of(ray.get(pre[2]))
             except Exception:  # e.g. too few machines: the fresh request reports it
                 prep = None
             if prep is not None and modes and not prep.plan.has(modes[0]):
@@ -372,7 +373,7 @@ class ElasticCluster:
             req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles),
                               modes=modes)
             try:
-                prep = self._ctrl("prepare_step", req)
+                prep = result_of(self._ctrl("prepare_step", req))
             except ShortOfMachines as exc:
                 if not (self.allow_lower_S and self._fam.takes_LS):
                     raise
@@ -381,7 +382,7 @@ class ElasticCluster:
                             str(exc).split(";")[0])
                 req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles),
                                   modes=self._modes(policy, n_cols, S=S_override))
-                prep = self._ctrl("prepare_step", req)
+                prep = result_of(self._ctrl("prepare_step", req))
         self._handles.update(prep.handles)
         mem.forget(self, [m for m in self._handles if m not in prep.speeds])
         self._ever.update(prep.speeds)
@@ -420,7 +421,7 @@ class ElasticCluster:
             if epoch != self._epoch or cols != n_cols:
                 del self._prefetch[p]
                 try:
-                    info = ray.get(ref)
+                    info = result_of(ray.get(ref))
                 except Exception:  # it failed: it changed nothing
                     continue
                 self._carry_over(info)

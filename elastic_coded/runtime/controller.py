@@ -22,10 +22,11 @@ import ray
 from ..machines import MachineSpec
 from ..schemes.families import Setup, make_family
 from ..schemes.registry import REGISTRY, register_policy
-from ..schemes.wire import Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepRequest
+from ..schemes.wire import (Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepRequest,
+                            packed_reply)
 from .drain import Drains, draining_nodes, node_states
-from .health import auto_count, auto_specs, ping, step_metrics
-from .hosting import HostPool, kill, orphans, reclaim
+from .health import auto_count, auto_specs, ping, ping_process, step_metrics
+from .hosting import HostPool, MachineHandle, kill, orphans, reclaim
 from .members import Members
 from .storage import Storage
 from .transfer import RayTransfer
@@ -257,11 +258,21 @@ class Controller:
     async def ping_all(self) -> None:
         """Ping every worker; note those whose actor is dead (a slow answer stays).  Deaths take
         effect at the next membership-changing call (:meth:`_apply_deaths`)."""
-        ids = self.members.ids()
+        alone, hosted = [], {}  # machines in shared processes: one ping per process
+        for i in self.members.ids():
+            h = self.members[i].handle
+            if isinstance(h, MachineHandle):
+                hosted.setdefault(h.host._actor_id.hex(), (h.host, []))[1].append(i)
+            else:
+                alone.append(i)
         answers = await asyncio.gather(
-            *[ping(self.members[i].handle, self.ping_timeout) for i in ids])
-        for i, (state, res) in zip(ids, answers):
+            *[ping(self.members[i].handle, self.ping_timeout) for i in alone],
+            *[ping_process(host, tuple(ms), self.ping_timeout) for host, ms in hosted.values()])
+        for i, (state, res) in zip(alone, answers):
             self.members.note_ping(i, state, res)
+        for got in answers[len(alone):]:
+            for i, (state, res) in got.items():
+                self.members.note_ping(i, state, res)
 
     async def _health_loop(self) -> None:
         while True:
@@ -275,10 +286,15 @@ class Controller:
 
     # -- steps ---------------------------------------------------------------------------------
     @_locked
-    async def prepare_step(self, request: StepRequest) -> PreparedStep:
+    async def prepare_step(self, request: StepRequest):
         """Refresh membership (deaths, drain notices, new nodes), repair storage, plan and
-        validate the step for the machines present.  Handles are returned only for machines
-        not in ``request.known``."""
+        validate the step for the machines present: a :class:`PreparedStep`, pickled once
+        here when it holds no handles (:func:`~elastic_coded.schemes.wire.packed_reply`; read
+        with ``result_of``).  Handles are returned only for machines not in
+        ``request.known``."""
+        return packed_reply(await self._prepare_step(request))
+
+    async def _prepare_step(self, request: StepRequest) -> PreparedStep:
         t0 = time.perf_counter()
         self._apply_deaths()
         await self.check_nodes()

@@ -16,8 +16,9 @@ import numpy as np
 import ray
 
 from ..errors import StepFailed
-from ..schemes.wire import Call, CallResult
+from ..schemes.wire import Call, CallResult, packed, result_of
 from .drain import is_preempted
+from .hosting import MachineHandle
 
 __all__ = ["Gather", "QuorumCollector", "cancel", "Share"]
 
@@ -145,9 +146,9 @@ class Gather:
                 self.dispatch(*group[0])
                 continue
             used = sorted({t.arg for _, _, call in group for t in call.tasks})
-            items = tuple((h.machine, call) for m, h, call in group)
+            payload, refs = self._packed(tuple((h.machine, call) for m, h, call in group), used)
             gen = group[0][1].host.compute_many.options(num_returns="streaming").remote(
-                items, tuple(used), *[self.inputs[a] for a in used])
+                payload, *refs)
             now = time.perf_counter()
             shares = self.streams[gen] = {}
             for m, _, call in group:
@@ -156,13 +157,27 @@ class Gather:
                 self._count(call)
 
     def dispatch(self, machine, handle, call: Call):
-        """Send ``call`` with only the inputs its tasks use (their ``arg`` renumbered)."""
+        """Send ``call`` with only the inputs its tasks use (packed with it, :meth:`_packed`,
+        to a hosted machine; to a plain actor, by position, their ``arg`` renumbered)."""
         h = handle if handle is not None else self.handles[machine]
         used = sorted({t.arg for t in call.tasks})
-        ref = h.compute.remote(_renumbered(call, used), *[self.inputs[a] for a in used])
+        if isinstance(h, MachineHandle):
+            payload, refs = self._packed(call, used)
+            ref = h.compute_packed.remote(payload, *refs)
+        else:
+            ref = h.compute.remote(_renumbered(call, used), *[self.inputs[a] for a in used])
         self.pending[ref] = (machine, call, time.perf_counter())
         self._count(call)
         return ref
+
+    def _packed(self, obj, used: list) -> tuple:
+        """``(payload, refs)``: ``obj`` pickled once with the inputs ``used`` that travel
+        inside it (arrays), the others passed beside it by reference
+        (:func:`~elastic_coded.schemes.wire.packed`)."""
+        inline = {a: self.inputs[a] for a in used
+                  if not isinstance(self.inputs[a], ray.ObjectRef)}
+        by_ref = tuple(a for a in used if a not in inline)
+        return packed(obj, inline, by_ref), [self.inputs[a] for a in by_ref]
 
     def _count(self, call: Call) -> None:
         for t in call.tasks:
@@ -211,7 +226,7 @@ class Gather:
 
     def _take(self, r) -> None:
         try:
-            out: CallResult = ray.get(r)
+            out: CallResult = result_of(ray.get(r))
         except ray.exceptions.RayActorError as exc:
             self._lost(r, is_preempted(exc))
             return
@@ -221,7 +236,7 @@ class Gather:
         """The next results of a batched call (or its process's death: all its machines')."""
         shares = self.streams[gen]
         try:
-            items = ray.get(next(gen))
+            items = result_of(ray.get(next(gen)))
         except StopIteration:
             items = ()
         except ray.exceptions.RayActorError as exc:

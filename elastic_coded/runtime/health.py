@@ -12,7 +12,7 @@ from ..machines import MachineSpec
 
 from .drain import is_preempted
 
-__all__ = ["ping", "auto_specs", "auto_count", "step_metrics"]
+__all__ = ["ping", "ping_process", "auto_specs", "auto_count", "step_metrics"]
 
 
 async def ping(handle, timeout: float):
@@ -26,6 +26,22 @@ async def ping(handle, timeout: float):
         return "slow", None
     except ray.exceptions.RayError as exc:
         return "dead", is_preempted(exc)
+
+
+async def ping_process(host, machines: tuple, timeout: float) -> dict:
+    """:func:`ping` for every machine of one worker process in one call: ``{machine: answer}``
+    (a machine the process no longer hosts alive is ``("dead", False)``; a dead or slow
+    process answers so for all of them)."""
+    async def once():
+        return await host.ping_many.remote(tuple(machines))
+    try:
+        got = await asyncio.wait_for(once(), timeout)
+    except asyncio.TimeoutError:
+        return {m: ("slow", None) for m in machines}
+    except ray.exceptions.RayError as exc:
+        dead = ("dead", is_preempted(exc))
+        return {m: dead for m in machines}
+    return {m: ("dead", False) if got.get(m) is None else ("ok", got[m]) for m in machines}
 
 
 def auto_specs(members: dict, per: float, storage: float, count: int, draining: set) -> list:

@@ -25,7 +25,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..machines import per_process
-from ..schemes.wire import BatchItem
+from ..schemes.wire import BatchItem, packed_result, unpacked
 from .worker import Machine, MachineDied
 
 __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_process",
@@ -33,8 +33,8 @@ __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_p
 
 #: a machine's methods callable through its handle
 METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
-                     "compute", "lie", "shuffle_send", "shuffle_receive", "reduce", "map_result",
-                     "exit"})
+                     "compute", "compute_packed", "lie", "shuffle_send", "shuffle_receive",
+                     "reduce", "map_result", "exit"})
 
 
 @ray.remote(num_cpus=0)
@@ -59,21 +59,22 @@ class Worker:
         m.check_alive()
         return await getattr(m, method)(*args)
 
-    async def compute_many(self, items: tuple, args: tuple, *inputs):
-        """Run several hosted machines' calls of one step at once (``items``: ``((machine,
-        Call), ...)``; a task's input ``arg`` is ``inputs[args.index(arg)]``: only the inputs
-        the calls use are sent), each machine at its own pace as if called alone.  A streaming generator: it yields a tuple of
+    async def compute_many(self, payload: bytes, *refs):
+        """Run several hosted machines' calls of one step at once (``payload``: ``((machine,
+        Call), ...)`` and the inputs they use, :func:`~elastic_coded.schemes.wire.packed`;
+        ``refs``: the inputs sent by reference), each machine at its own pace as if called
+        alone.  A streaming generator: it yields a tuple of
         :class:`~elastic_coded.schemes.wire.BatchItem` whenever some finish, so that a fast
         machine's result never waits for a slow one's.  Cancelled, it cancels the calls still
         running (a machine scripted to crash then crashes, as when its own call is
         cancelled)."""
-        by_arg = dict(zip(args, inputs))
+        items, by_arg = unpacked(payload, refs)
         tasks = [asyncio.ensure_future(self._one(mid, call, by_arg)) for mid, call in items]
         pending = set(tasks)
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                yield tuple(t.result() for t in tasks if t in done)
+                yield packed_result(tuple(t.result() for t in tasks if t in done))
         finally:
             for t in pending:
                 t.cancel()
@@ -87,6 +88,15 @@ class Worker:
             return BatchItem(machine_id, await m.compute_on(call, inputs))
         except MachineDied as exc:
             return BatchItem(machine_id, died=exc.why)
+
+    async def ping_many(self, machine_ids: tuple) -> dict:
+        """``{machine: its ping's answer, or None}`` for hosted machines (``None``: it crashed,
+        left or is unknown here): one call for every machine of the process."""
+        out = {}
+        for mid in machine_ids:
+            m = self.machines.get(mid)
+            out[mid] = None if m is None or m.dead is not None else await m.ping()
+        return out
 
     async def crash(self, machine_id: str) -> None:
         """End machine ``machine_id`` without notice: its rows are dropped, its running calls

@@ -28,7 +28,7 @@ import ray
 
 from ..algebra.fields import field as make_field
 from ..algebra.sparse import is_sparse, stack_rows, take_rows
-from ..schemes.wire import Call, CallResult
+from ..schemes.wire import Call, CallResult, packed_result, unpacked
 
 __all__ = ["Machine", "MachineDied"]
 
@@ -227,6 +227,14 @@ class Machine:
         a machine with two calls in flight takes the time of both, as a real one would.  The
         times reported start when the call starts computing."""
         return await self.compute_on(call, inputs)
+
+    async def compute_packed(self, payload: bytes, *refs):
+        """:meth:`compute` of a call packed with its inputs
+        (:func:`~elastic_coded.schemes.wire.packed`; ``refs``: those sent by reference); its
+        result comes back packed too when small (:func:`~elastic_coded.schemes.wire.
+        packed_result`)."""
+        call, inputs = unpacked(payload, refs)
+        return packed_result(await self.compute_on(call, inputs))
 
     async def compute_on(self, call: Call, inputs) -> CallResult:
         """:meth:`compute` with the inputs indexed by a task's ``arg`` (a sequence, or a

@@ -117,7 +117,9 @@ class Family(Protocol):
 
     ``has_LS``: every row is kept on ``L+S`` machines, so a step needs ``L+S`` present and a
     repair the budgets cannot hold falls back to a lower ``S``.  ``storage``: the storage in
-    force (what a snapshot reports)."""
+    force (what a snapshot reports).  ``pure_repair`` (optional, default false): a repair is a
+    function of the state (``state_key``), the machines present, their budgets and ``S``
+    alone, so one that changed nothing need not be made again while none of them changes."""
 
     name: str
     has_LS: bool
@@ -153,6 +155,7 @@ class UsctecFamily:
 
     name = "usctec"
     has_LS = True
+    pure_repair = True
 
     def __init__(self, num_rows: int, L: int, S: int, field, seed: int = 0,
                  placement_kind: str = "design"):

@@ -10,11 +10,13 @@ result.  A :class:`Call` carries one machine's work for one step.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TaskSpec", "Call", "CallResult", "BatchItem", "Reassignment", "Joined", "Rescued",
+__all__ = ["TaskSpec", "Call", "CallResult", "packed", "unpacked", "packed_result",
+           "packed_reply", "result_of", "BatchItem", "Reassignment", "Joined", "Rescued",
            "Snapshot", "Member", "StepRequest", "PreparedStep"]
 
 
@@ -114,6 +116,55 @@ def _unpack(packed, heights: tuple, rest: tuple) -> CallResult:
     cuts = np.cumsum((0,) + heights)
     results = tuple(packed[a:b] for a, b in zip(cuts[:-1], cuts[1:]))
     return CallResult(rest[0], rest[1], results, *rest[2:])
+
+
+def packed(obj, inline: dict, by_ref: tuple) -> bytes:
+    """``obj`` (calls) with the inputs sent inside it (``inline``: ``{arg: array}``) and the
+    ``arg`` s of those sent by reference beside it, pickled once by the sender.  Small
+    objects cost Ray's serializer far more one by one (a call's tasks, a small array each)
+    than pickled together into one ``bytes`` argument."""
+    return pickle.dumps((obj, inline, tuple(by_ref)), protocol=5)
+
+
+def unpacked(payload: bytes, refs) -> tuple:
+    """``(obj, inputs)`` from :func:`packed` and the referenced inputs (Ray passes their
+    values), ``inputs`` a mapping from a task's ``arg`` to its input."""
+    obj, inputs, by_ref = pickle.loads(payload)
+    inputs.update(zip(by_ref, refs))
+    return obj, inputs
+
+
+PACK_RESULTS_BELOW = 64 << 10
+"""Result arrays (bytes, all of a reply's) below which a reply travels pickled once."""
+
+
+def packed_result(obj):
+    """A worker's reply (a :class:`CallResult` or a tuple of :class:`BatchItem`) pickled
+    into ``bytes`` when its results are small (:data:`PACK_RESULTS_BELOW`); large ones go
+    as they are (Ray's own serialization shares their buffers).  Read back by
+    :func:`result_of`."""
+    outs = [obj] if isinstance(obj, CallResult) else [b.result for b in obj]
+    size = sum(getattr(r, "nbytes", 0) for o in outs if o is not None for r in o.results)
+    return pickle.dumps(obj, protocol=5) if size < PACK_RESULTS_BELOW else obj
+
+
+def packed_reply(prep: "PreparedStep"):
+    """The controller's answer pickled once, into ``bytes`` (Ray's serializer costs several
+    times more on a plan's many small objects), unless it carries actor handles, which go
+    through Ray's serializer, as does one the standard pickle cannot take (a plan holding a
+    mapping proxy, say).  Read back by :func:`result_of`."""
+    if prep.handles:
+        return prep
+    try:
+        return pickle.dumps(prep, protocol=5)
+    except (TypeError, AttributeError, pickle.PicklingError):
+        return prep
+
+
+def result_of(reply):
+    """A reply as sent (:func:`packed_result`, :func:`packed_reply`): unpickled if it was
+    packed."""
+    return pickle.loads(reply) if isinstance(reply, bytes) else reply
 
 
 @dataclass(frozen=True)

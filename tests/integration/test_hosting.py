@@ -126,3 +126,24 @@ def test_cluster_sharing_processes_is_exact_through_churn(ray_session):
         assert set(c.machines()) == {"m0", "m3", "m5", "m6", "m7"}
         alive = [m for m in c.machines() if ray.get(c._handles[m].ping.remote())]
         assert len(alive) == 5
+
+
+def test_one_ping_answers_for_every_machine_of_a_process(ray_session):
+    """The controller pings a process once for all its machines: a crashed one is dead, the
+    others answer with their node and rows; a process that is gone is dead for all."""
+    import asyncio
+
+    from elastic_coded.runtime.health import ping_process
+
+    pool = HostPool(3)
+    hs = {f"m{i}": _place(pool, f"m{i}", 0.0) for i in range(3)}
+    host = hs["m0"].host
+    _store(hs["m1"], np.ones((4, 2), dtype=np.int64))
+    kill(hs["m2"])
+    got = asyncio.run(ping_process(host, ("m0", "m1", "m2", "never"), 10.0))
+    assert got["m2"] == ("dead", False) and got["never"] == ("dead", False)
+    assert got["m0"][0] == got["m1"][0] == "ok" and got["m1"][1]["rows"] == 4
+    assert got["m0"][1]["node"] == ray.get_runtime_context().get_node_id()
+    ray.kill(host)
+    got = asyncio.run(ping_process(host, ("m0", "m1"), 10.0))
+    assert got == {"m0": ("dead", False), "m1": ("dead", False)}

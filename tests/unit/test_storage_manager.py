@@ -165,6 +165,28 @@ def test_a_repair_after_a_departure_restores_L_plus_S_holders_within_budgets():
     _check_held(st, io, 3, cap)
 
 
+def test_a_repair_that_changed_nothing_is_not_made_again_until_something_changes():
+    """USCTEC's repair is a function of its placement, the machines present, their budgets and
+    ``S`` (``pure_repair``): once one changed nothing, the next with the same inputs is
+    skipped (every step asks for one); a departure, another ``S`` or a shrink left for later
+    makes it run again, and the storage is then whole as before."""
+    st, io = _usctec(n=6, q=24, L=2, S=1, storage=0.75)
+    calls = []
+    repair = st.family.repair
+    st.family.repair = lambda *a, **k: calls.append(a[1]) or repair(*a, **k)
+    assert run(st.repair(st.S)) == 0 and calls == [1]  # nothing to do: checked once
+    assert run(st.repair(st.S)) == 0 and calls == [1]  # and not again
+    assert run(st.repair(0)) == 0 and calls == [1, 0]  # another S: asked
+    st.drop("m2")
+    assert run(st.repair(st.S)) > 0 and calls == [1, 0, 1]
+    _check_held(st, io, 3, {m: 18 for m in st.members.ids()})
+    assert run(st.repair(st.S)) == 0 and calls == [1, 0, 1, 1]  # the new placement: checked
+    assert run(st.repair(st.S)) == 0 and len(calls) == 4
+    st.deferred = {"m0": {"A": tuple(st.family.placement.rows_of("m0"))}}
+    run(st.repair(st.S))  # a shrink left for later is applied: the repair runs
+    assert len(calls) == 5 and st.deferred == {}
+
+
 def test_the_S_fallback_lowers_S_only_as_far_as_the_budgets_need():
     st, fam, _ = _scripted(fits=1)
     run(st.repair(3))

@@ -26,7 +26,7 @@ from ...schemes.policies import pull_step as ps
 from ...schemes.policies.asking import Asking
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
-from ...schemes.wire import Call, TaskSpec
+from ...schemes.wire import Call, TaskSpec, result_of
 from ..context import StepContext
 from ..drain import is_preempted
 from ..gather import Gather, cancel
@@ -207,7 +207,7 @@ class _Loop:
         self.asking.freed(m)
         now = time.perf_counter()
         try:
-            out = ray.get(ref)
+            out = result_of(ray.get(ref))
         except ray.exceptions.TaskCancelledError:
             self.q.dropped(m, ref, now)
             return
