@@ -33,7 +33,7 @@ from ..errors import ShortOfMachines, StepFailed
 from ..schemes.policies.modes import choose_mode, next_mode
 from ..schemes.registry import added_policies, policy_of, step_code
 from ..schemes.policies import family_of, parse_options
-from ..schemes.wire import result_of
+from ..schemes.wire import StepMeasured, result_of
 from . import blas, events as churn_events, inputs, membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
@@ -75,6 +75,11 @@ def _option_fields(options) -> dict:
     if dataclasses.is_dataclass(options) and not isinstance(options, type):
         return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
     raise ValueError(f"options: a mapping or the policy's options dataclass, got {options!r}")
+
+
+PLANS_HELD = 4
+"""Plans the driver keeps, so that the controller need not send one again
+(:meth:`ElasticCluster._received`)."""
 
 
 def _no_carry() -> dict:
@@ -151,6 +156,9 @@ class ElasticCluster:
         self._crash_idle: list[str] = []
         self._handles: dict = {}
         self._prefetch: dict = {}
+        self._untold = None  # the last step's measurements, until a request carries them
+        self._plans: dict = {}  # the plans held, by serial number (:meth:`_received`)
+        self._summarized: tuple = (None, None)
         self._epoch = 0
         self._carry = _no_carry()
         self._present: list | None = None
@@ -238,6 +246,18 @@ class ElasticCluster:
         """Call the controller; if it died, replace it and call again (:func:`.membership.call`).
         A user error it raises comes back as itself, without Ray's traceback around it."""
         return mem.call(self, method, *args)
+
+    def _tell(self) -> None:
+        """Send the last step's measurements not told yet (:meth:`_told` carries them in the
+        next request instead, saving the controller a call per step)."""
+        untold, self._untold = self._untold, None
+        if untold is not None:
+            self.controller.report.remote(untold)
+
+    def _told(self):
+        """The last step's measurements, for the request about to carry them."""
+        untold, self._untold = self._untold, None
+        return untold
 
     def _revive(self) -> None:
         """Replace a controller that died (:func:`.membership.revive`)."""
@@ -362,7 +382,7 @@ class ElasticCluster:
         prep = None
         if pre is not None:
             try:
-                prep = result_of(ray.get(pre[2]))
+                prep = self._received(ray.get(pre[2]))
             except Exception:  # e.g. too few machines: the fresh request reports it
                 prep = None
             if prep is not None and modes and not prep.plan.has(modes[0]):
@@ -371,9 +391,9 @@ class ElasticCluster:
         S_override = None
         if prep is None:
             req = StepRequest(self._step, policy, None, n_cols, tuple(self._handles),
-                              modes=modes)
+                              modes=modes, held=tuple(self._plans), report=self._told())
             try:
-                prep = result_of(self._ctrl("prepare_step", req))
+                prep = self._received(self._ctrl("prepare_step", req))
             except ShortOfMachines as exc:
                 if not (self.allow_lower_S and self._fam.takes_LS):
                     raise
@@ -381,8 +401,9 @@ class ElasticCluster:
                 log.warning("running step %d with S=%d (%s)", self._step, S_override,
                             str(exc).split(";")[0])
                 req = StepRequest(self._step, policy, S_override, n_cols, tuple(self._handles),
-                                  modes=self._modes(policy, n_cols, S=S_override))
-                prep = result_of(self._ctrl("prepare_step", req))
+                                  modes=self._modes(policy, n_cols, S=S_override),
+                                  held=tuple(self._plans))
+                prep = self._received(self._ctrl("prepare_step", req))
         self._handles.update(prep.handles)
         mem.forget(self, [m for m in self._handles if m not in prep.speeds])
         self._ever.update(prep.speeds)
@@ -390,12 +411,39 @@ class ElasticCluster:
         self._specs, self._speeds, self._storage = dict(prep.specs), prep.speeds, prep.storage
         return prep, S_override
 
+    def _received(self, reply):
+        """A prepared step as the controller sent it (:func:`~elastic_coded.schemes.wire.
+        result_of`), the plan filled in from those the driver holds when it was left out
+        (``StepRequest.held``); the last :data:`PLANS_HELD` plans received are held.  ``None``
+        when that plan is held no more (a plan asked ahead): its changes are carried over and
+        the step is asked for again."""
+        prep = result_of(reply)
+        if prep.plan is None:
+            plan = self._plans.get(prep.serial)
+            if plan is None:
+                self._carry_over(prep)
+                return None
+            return dataclasses.replace(prep, plan=plan)
+        if prep.serial:
+            self._plans[prep.serial] = prep.plan
+            while len(self._plans) > PLANS_HELD:
+                del self._plans[next(iter(self._plans))]
+        return prep
+
+    def _summary(self, plan):
+        """:func:`.report.summarize_plan`, kept for the plan object last summarized (a plan
+        reused while nothing changed is the same object from step to step)."""
+        if self._summarized[0] is not plan:
+            self._summarized = (plan, summarize_plan(plan))
+        return self._summarized[1]
+
     def _ask_ahead(self, policy: str, n_cols: int) -> None:
         """Ask for the next step's plan (this policy, the same input width) now, so that the
         controller plans it while this step computes; it is used if no machine joins, leaves or
         fails meanwhile (the membership epoch says so), else dropped."""
         req = StepRequest(self._step + 1, policy, None, n_cols, tuple(self._handles), ahead=True,
-                          modes=self._modes(policy, n_cols, ahead=True))
+                          modes=self._modes(policy, n_cols, ahead=True), held=tuple(self._plans),
+                          report=self._told())
         self._prefetch[policy] = (self._epoch, n_cols, self.controller.prepare_step.remote(req))
 
     def _modes(self, policy: str, n_cols: int, ahead: bool = False, S=None) -> tuple:
@@ -456,7 +504,7 @@ class ElasticCluster:
         wasted = g.wasted + g.leftover_products()
         plan = prep.plan
         report = StepReport(
-            step=self._step, policy=policy, plan=summarize_plan(plan),
+            step=self._step, policy=policy, plan=self._summary(plan),
             full_plan=plan if self.keep_plans else None, available=tuple(prep.speeds),
             joined=c["joined"] + prep.joined, left=c["left"] + prep.left,
             failed=tuple(dict.fromkeys(g.failed)), stragglers=stragglers,
@@ -472,8 +520,9 @@ class ElasticCluster:
             preempted=tuple(dict.fromkeys(c["preempted"] + prep.preempted + tuple(g.preempted))),
             code=(plan.L, plan.S) if self._fam.takes_LS else None,
             **self._verifier.last.fields())
-        self.controller.report.remote(policy, measured, report.t_total, out.t_decode,
-                                      len(stragglers))
+        self._tell()  # one not told yet goes first
+        self._untold = StepMeasured(policy, measured, report.t_total, out.t_decode,
+                                    len(stragglers))
         self.reports.append(report)
         self._step += 1
         self._present = [m for m in prep.speeds if m not in gone]
@@ -513,6 +562,8 @@ class ElasticCluster:
                 pass
         ctrl = getattr(self, "controller", None)
         if ctrl is not None:
+            if getattr(self, "_untold", None) is not None:
+                self._tell()
             try:
                 ray.get(ctrl.shutdown.remote(), timeout=30)
             except Exception:  # a dead controller: the driver stops the workers it knows

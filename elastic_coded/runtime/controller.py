@@ -22,8 +22,8 @@ import ray
 from ..machines import MachineSpec
 from ..schemes.families import Setup, make_family
 from ..schemes.registry import REGISTRY, register_policy
-from ..schemes.wire import (Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepRequest,
-                            packed_reply)
+from ..schemes.wire import (Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepMeasured,
+                            StepRequest, packed_reply)
 from .drain import Drains, draining_nodes, node_states
 from .health import auto_count, auto_specs, ping, ping_process, step_metrics
 from .hosting import HostPool, MachineHandle, kill, orphans, reclaim
@@ -255,11 +255,14 @@ class Controller:
                         "node's drain deadline", late)
         return nodes
 
-    async def ping_all(self) -> None:
-        """Ping every worker; note those whose actor is dead (a slow answer stays).  Deaths take
-        effect at the next membership-changing call (:meth:`_apply_deaths`)."""
+    async def ping_all(self, unheard_for: float | None = None) -> None:
+        """Ping every worker (``unheard_for``: only those no step had a result of in that many
+        seconds, :meth:`.Members.unheard`: steps running show the others alive); note those
+        whose actor is dead (a slow answer stays).  Deaths take effect at the next
+        membership-changing call (:meth:`_apply_deaths`)."""
+        ids = self.members.ids() if unheard_for is None else self.members.unheard(unheard_for)
         alone, hosted = [], {}  # machines in shared processes: one ping per process
-        for i in self.members.ids():
+        for i in ids:
             h = self.members[i].handle
             if isinstance(h, MachineHandle):
                 hosted.setdefault(h.host._actor_id.hex(), (h.host, []))[1].append(i)
@@ -278,7 +281,7 @@ class Controller:
         while True:
             await asyncio.sleep(self.health_interval)
             try:
-                await self.ping_all()
+                await self.ping_all(unheard_for=self.health_interval)
                 async with self._lock:  # a drain notice is acted on at once, even mid-step
                     await self._check_drains()
             except Exception as exc:  # keep checking whatever happens
@@ -296,6 +299,8 @@ class Controller:
 
     async def _prepare_step(self, request: StepRequest) -> PreparedStep:
         t0 = time.perf_counter()
+        if getattr(request, "report", None) is not None:
+            self._take(request.report)
         self._apply_deaths()
         await self.check_nodes()
         plan, moved = await self.storage.prepare(request)
@@ -303,8 +308,10 @@ class Controller:
         mem = self.members.table
         draining, preempted = self.drains.take()
         joined, left, pending_moved = self.members.take_pending()
+        serial = self.storage.plan_serial
         return PreparedStep(
-            plan=plan, handles=self.members.handles(m for m in present if m not in request.known),
+            plan=None if serial in getattr(request, "held", ()) else plan, serial=serial,
+            handles=self.members.handles(m for m in present if m not in request.known),
             joined=joined, left=left, rows_moved=int(pending_moved + moved),
             speeds=self.members.speeds(present),
             emulated={m: mem[m].spec.speed for m in present},
@@ -337,17 +344,21 @@ class Controller:
         n, ranges = await self.storage.rescue(m, need, exclude, machines)
         return Rescued(n, self.members[n].handle, ranges)
 
-    async def report(self, policy: str, measured: dict, t_total: float, t_decode: float,
-                     stragglers: int) -> None:
-        """Update speed estimates from ``{machine: (value, 'value' | 'upper')}``."""
+    async def report(self, outcome: StepMeasured) -> None:
+        """A step's measurements (:class:`~elastic_coded.schemes.wire.StepMeasured`): the speed
+        estimates learn from them, the metrics record the step."""
+        self._take(outcome)
+
+    def _take(self, outcome: StepMeasured) -> None:
+        policy = outcome.policy
         if self.learn:
-            self.members.learn(measured)
+            self.members.learn(outcome.measured)
         try:
             mt = self._metrics = self._metrics or step_metrics()
-            mt["step"].observe(t_total, tags={"policy": policy})
-            mt["decode"].observe(t_decode, tags={"policy": policy})
-            if stragglers:
-                mt["stragglers"].inc(stragglers, tags={"policy": policy})
+            mt["step"].observe(outcome.t_total, tags={"policy": policy})
+            mt["decode"].observe(outcome.t_decode, tags={"policy": policy})
+            if outcome.stragglers:
+                mt["stragglers"].inc(outcome.stragglers, tags={"policy": policy})
             mt["machines"].set(len(self.members))
         except Exception as exc:  # metrics are best effort
             log.debug("metrics unavailable: %s", exc)

@@ -116,6 +116,9 @@ class Gather:
     speculated: set = field(default_factory=set)
     streams: dict = field(default_factory=dict)
     """Batched calls in flight: ``{generator: {machine: Share}}`` (:meth:`dispatch_many`)."""
+    singles: set = field(default_factory=set)
+    """The calls in flight sent alone (:meth:`dispatch`), the keys of :attr:`pending` that are
+    ``ObjectRef`` s (the others are :class:`Share` s of :attr:`streams`)."""
     _median: tuple = (0, None)
     busy: dict = field(default_factory=dict)
     """``{machine: [work, seconds]}`` summed over the calls it finished this step (a machine
@@ -167,6 +170,7 @@ class Gather:
         else:
             ref = h.compute.remote(_renumbered(call, used), *[self.inputs[a] for a in used])
         self.pending[ref] = (machine, call, time.perf_counter())
+        self.singles.add(ref)
         self._count(call)
         return ref
 
@@ -205,7 +209,7 @@ class Gather:
                             break
                     raise StepFailed("step: results ran out before every output decoded")
                 timeout = next_backup_s() if next_backup_s is not None else None
-                waits = [r for r in self.pending if not isinstance(r, Share)]
+                waits = [r for r in self.singles if r in self.pending]
                 ready, _ = ray.wait(waits + list(self.streams), num_returns=1, timeout=timeout)
                 if not ready:
                     for m, h, call in self.backup(time.perf_counter()):
@@ -257,12 +261,14 @@ class Gather:
 
     def _lost(self, key, preempted: bool = False) -> None:
         machine, call, _ = self.pending.pop(key)
+        self.singles.discard(key)
         (self.preempted if preempted else self.failed).append(machine)
         for m2, h2, call2 in self.on_lost(machine, call):
             self.dispatch(m2, h2, call2)
 
     def _got(self, key, out: CallResult) -> None:
         machine, call, t_sent = self.pending.pop(key)
+        self.singles.discard(key)
         self.done_times.append(time.perf_counter() - t_sent)
         self.finished.setdefault(machine, out)
         self.measure(machine, out, self.done_times[-1])

@@ -19,6 +19,7 @@ none of its machines is left.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 import ray
@@ -35,6 +36,13 @@ __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_p
 METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
                      "compute", "compute_packed", "lie", "shuffle_send", "shuffle_receive",
                      "reduce", "map_result", "exit"})
+
+
+LINGER, LINGER_S = 0.02, 0.001
+"""After a hosted machine's result in a batched call, the others finishing within ``LINGER``
+of the call's time so far (at most ``LINGER_S`` seconds) are sent with it: a plan gives the
+machines of a process about the same finish time, and each message costs the driver more
+than this wait costs the step."""
 
 
 @ray.remote(num_cpus=0)
@@ -71,9 +79,14 @@ class Worker:
         items, by_arg = unpacked(payload, refs)
         tasks = [asyncio.ensure_future(self._one(mid, call, by_arg)) for mid, call in items]
         pending = set(tasks)
+        t0 = time.perf_counter()
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                wait = min(LINGER_S, LINGER * (time.perf_counter() - t0))
+                if pending and wait > 0:  # those about to finish go in the same message
+                    more, pending = await asyncio.wait(pending, timeout=wait)
+                    done |= more
                 yield packed_result(tuple(t.result() for t in tasks if t in done))
         finally:
             for t in pending:

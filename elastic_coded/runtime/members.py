@@ -10,6 +10,8 @@ and the count check of a step that needs ``L+S`` machines (:meth:`Members.check_
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -55,6 +57,7 @@ class Members:
         self.found_dead: set[str] = set()
         self.found_preempted: set[str] = set()
         self.why: dict = {}  # machine -> the error that showed it dead
+        self.heard: dict = {}  # machine -> when a step last had a result of it (monotonic s)
 
     # -- the table ------------------------------------------------------------------------------
     def __contains__(self, machine) -> bool:
@@ -85,6 +88,7 @@ class Members:
         if machine not in self.table:
             return False
         del self.table[machine]
+        self.heard.pop(machine, None)
         self.pending_left.append(machine)
         return True
 
@@ -165,9 +169,19 @@ class Members:
                 for mem in self.table.values():
                     mem.est = rescale(mem.est, f)
                 self.calibrated = True
+        now = time.monotonic()
         for m, (value, kind) in measured.items():
             if m in self.table and np.isfinite(value) and value > 0:
                 self.table[m].est = observe(self.table[m].est, value, kind)
+                if kind == "value":  # it answered: alive as of now
+                    self.heard[m] = now
+
+    def unheard(self, within: float) -> list:
+        """The machines present (in the order they came) that no step had a result of in the
+        last ``within`` seconds, or whose node is not known yet: those a health check pings."""
+        since = time.monotonic() - within
+        return [m for m, v in self.table.items()
+                if v.node is None or self.heard.get(m, -math.inf) < since]
 
     # -- a step's count -------------------------------------------------------------------------
     def check_count(self, L: int, S: int, short_S: int | None = None) -> None:

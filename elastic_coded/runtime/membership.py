@@ -40,7 +40,10 @@ REVIVE_TRIES = 4
 def call(cl, method: str, *args, retry=None):
     """``cl.controller.<method>(*args)``; a controller that died is replaced and the call made
     again (``retry(attempt)`` gives the arguments of a later try).  A user error it raises
-    comes back as itself, without Ray's traceback around it."""
+    comes back as itself, without Ray's traceback around it.  The last step's measurements
+    not told yet go first (``cl._tell``), unless the call carries them (``prepare_step``)."""
+    if method != "prepare_step" and getattr(cl, "_untold", None) is not None:
+        cl._tell()
     for attempt in range(CALL_TRIES):
         try:
             return ray.get(getattr(cl.controller, method).remote(*args))

@@ -73,6 +73,8 @@ class Storage:
         self.plans: dict = {}  # policy -> (key, speeds, plan), reused while nothing changed
         self.replan_speed_change = REPLAN_SPEED_CHANGE
         self._settled: tuple | None = None  # (what a repair saw, the state it left unchanged)
+        self.serials = 0  # plans made so far
+        self.plan_serial = 0  # the serial number of the plan :meth:`plan` returned last
 
     def S_now(self) -> int:
         """The configured ``S``, lowered to what the machines present allow (``L+S`` of them)."""
@@ -245,9 +247,12 @@ class Storage:
         cached = self.plans.get(request.policy)
         if key[-1] is not None and cached is not None and cached[0] == key \
                 and speeds_close(cached[1], speeds, self.replan_speed_change):
+            self.plan_serial = cached[3]
             return cached[2]
         plan = self.family.plan(request.policy, present, S, request)
-        self.plans[request.policy] = (key, speeds, plan)
+        self.serials += 1
+        self.plan_serial = self.serials
+        self.plans[request.policy] = (key, speeds, plan, self.plan_serial)
         return plan
 
     def holders_of(self, plan) -> dict:

@@ -91,7 +91,12 @@ class LagrangeChecks:
                 or tuple(list(col.results[pi])[:col.code.L]))
 
     def kappa(self, col, state) -> float:
-        pats = {self.positions(col, state, pi) for pi in range(len(col.plan.pieces))}
+        n = len(col.plan.pieces)
+        pos = getattr(col, "positions", {})
+        if not state.positions and len(pos) == n:  # every piece's decode, as the collector made it
+            pats = set(pos.values())
+        else:
+            pats = {self.positions(col, state, pi) for pi in range(n)}
         return max(col.code.decode_condition(P) for P in pats)
 
     def bound(self, X, col, state, Y) -> tuple:

@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = ["TaskSpec", "Call", "CallResult", "packed", "unpacked", "packed_result",
            "packed_reply", "result_of", "BatchItem", "Reassignment", "Joined", "Rescued",
-           "Snapshot", "Member", "StepRequest", "PreparedStep"]
+           "Snapshot", "Member", "StepMeasured", "StepRequest", "PreparedStep"]
 
 
 @dataclass(frozen=True)
@@ -225,6 +225,20 @@ class Member:
 
 
 @dataclass(frozen=True)
+class StepMeasured:
+    """What a step tells the controller when it ends: the speeds measured (``{machine:
+    (value, 'value' | 'upper')}``, for its estimates) and the step's times (its metrics).  It
+    travels with the driver's next request (:attr:`StepRequest.report`), or alone before any
+    other call."""
+
+    policy: str
+    measured: dict
+    t_total: float
+    t_decode: float
+    stragglers: int
+
+
+@dataclass(frozen=True)
 class StepRequest:
     """What the driver asks the controller for: the plan of ``step`` under ``policy``, with
     ``S`` overriding the configured one (``None``: as configured) and ``n_cols`` inputs.
@@ -239,6 +253,11 @@ class StepRequest:
     known: tuple = ()
     ahead: bool = False
     modes: tuple = ()
+    held: tuple = ()
+    """The serial numbers of the plans the driver holds (:attr:`PreparedStep.serial`): a plan
+    it holds is not sent again."""
+    report: StepMeasured | None = None
+    """The last step's measurements, not told yet: taken in before anything else."""
 
 
 @dataclass(frozen=True)
@@ -259,3 +278,7 @@ class PreparedStep:
     redesign: str | None = None
     draining: tuple = ()
     preempted: tuple = ()
+    serial: int = 0
+    """The plan's serial number (the controller's count of plans made; a plan reused while
+    nothing changed keeps its number).  ``plan`` is ``None`` when the request said the driver
+    holds that plan (:attr:`StepRequest.held`)."""

@@ -143,3 +143,24 @@ def test_estimates_taken_are_given_back_whole_or_not_at_all():
     mem.restore(saved)
     assert mem.estimates() == saved
     assert mem.speeds() == {"m0": 2.0, "m1": 1.0, "m2": 1.0}
+
+
+def test_a_health_check_pings_only_machines_no_step_heard_from_lately(monkeypatch):
+    """A machine whose result a step measured is alive as of then: the health loop skips it
+    for ``within`` seconds (steps running show it alive), not one only bounded (its call was
+    cancelled) nor one whose node is still unknown."""
+    import elastic_coded.runtime.members as members_mod
+
+    clock = [100.0]
+    monkeypatch.setattr(members_mod.time, "monotonic", lambda: clock[0])
+    mem = _members(4)
+    for i in range(3):
+        mem["m%d" % i].node = "n1"
+    assert mem.unheard(1.0) == ["m0", "m1", "m2", "m3"]
+    mem.learn({"m0": (1.0, "value"), "m1": (0.5, "upper"), "m3": (1.0, "value")})
+    assert mem.unheard(1.0) == ["m1", "m2", "m3"]  # m3: its node is not known yet
+    clock[0] += 1.5
+    assert mem.unheard(1.0) == ["m0", "m1", "m2", "m3"]
+    mem.learn({"m0": (1.0, "value")})
+    mem.drop("m0")
+    assert "m0" not in mem.heard and mem.unheard(1.0) == ["m1", "m2", "m3"]

@@ -74,7 +74,10 @@ def test_c_int_is_the_integer_optimum(inst):
     q = pl.num_rows
     c_rows = max(rows.get(m, 0) / (q * s) for m, s in zip(avail, speeds))
     assert plan.c_int == pytest.approx(c_rows, rel=1e-12)
-    assert plan.c_int == pytest.approx(integer_optimum(pl, avail, speeds, L, S), rel=1e-7)
+    # never worse than HiGHS's integer solution; HiGHS's own tolerances (1e-6 on feasibility
+    # and gap) can leave it a hair above the optimum at a near tie, where the plan is better
+    best = integer_optimum(pl, avail, speeds, L, S)
+    assert best * (1 - 1e-5) <= plan.c_int <= best * (1 + 1e-7)
     # the documented bound
     assert plan.c * (1 - 1e-9) <= plan.c_int <= plan.c + rounding_bound(plan) + 1e-12
     assert rounding_bound(plan) < 1 / (q * min(s for s, t in zip(speeds, plan.theta) if t > 1e-12))

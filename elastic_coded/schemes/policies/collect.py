@@ -42,6 +42,10 @@ class LagrangeCollector:
         self.positions: dict[int, tuple] = {}  # piece -> the positions it decoded from
         self.late: dict[int, dict] = {}  # piece -> {position: (machine, H)} after it decoded
         self.waited = 0  # results taken in beyond the first L of a piece, for its conditioning
+        # L = 1 with every position's weight one (any Lagrange code): a result is its piece's
+        # output, its decode's condition one
+        self._identity = plan.L == 1 and all(
+            np.asarray(code.decode_matrix([p]))[0, 0] == 1 for p in range(code.K))
 
     @property
     def done(self) -> bool:
@@ -76,6 +80,11 @@ class LagrangeCollector:
 
     def _decode(self, pi: int, final: bool) -> None:
         got = self.results[pi]
+        if self._identity:
+            p = next(iter(got))
+            self.decoded[pi] = np.asarray(got[p][1])[None]
+            self.used_by[pi], self.positions[pi] = (got[p][0],), (p,)
+            return
         if self.patience is None:
             use = tuple(got)[:self.plan.L]
         else:
