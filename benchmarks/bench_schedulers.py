@@ -29,7 +29,9 @@ redundancy (``time_scale / sum of speeds``).  Scenarios:
   the machines per step), each policy on its own cluster fed the same churn script.
 
 In ``stragglers`` and ``heterogeneous`` every policy runs every step of the trace on one
-cluster, interleaved, so a noisy moment hits them all; each keeps its own learnt speeds
+cluster, interleaved, so a noisy moment hits them all, each step once every worker process has
+answered a call made after the step before (so a pull step's cancelled calls do not run into
+the next policy's step); each keeps its own learnt speeds
 (``speed_estimates`` / ``restore_speed_estimates`` around its steps), as if it ran alone.
 Shared, one trace step's stragglers would be measured once per policy, so a one-step straggler
 would fill every machine's window of recent measurements and be planned slow at the next
@@ -133,6 +135,7 @@ def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
     import ray
 
     import handwritten_dynamic as hw
+    from bench_sim_fidelity import settle
     from elastic_coded.churn import StepEvents
     from elastic_coded.runtime import ElasticCluster
 
@@ -160,9 +163,11 @@ def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
         for step, slow in enumerate(slows):
             B = rng.standard_normal((60, 8))
             for lab, p, k in _variants():
+                settle(c)  # the step before's cancelled calls are gone (bench_sim_fidelity)
                 _check(_multiply(c, B, p, k, StepEvents(slow=slow), learnt, lab), A, B)
                 runs[lab].append(c.reports[-1])
             for k in CHUNKS:
+                settle(c, actors.values())
                 t = time.perf_counter()
                 Y = hw.step(actors, cuts[k], B, slow, A.shape[0])
                 plain[f"hand-written/{k}"].append(time.perf_counter() - t)
