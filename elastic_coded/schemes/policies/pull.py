@@ -187,8 +187,11 @@ class PullOptions:
     """``dynamic``: row chunks per machine present (the issue's 96 chunks for 12 machines)."""
     depth: int = 2
     """Units in flight per machine (the next one waits on the machine while one computes)."""
-    call_cost_s: float = 0.003
-    """The driver's cost of one call (dispatch, wait, result), for ``units="auto"``."""
+    call_cost_s: float = 0.0015
+    """The cost of one call (dispatch, wait, result), for ``units="auto"`` and ``usctec-auto``'s
+    choice to pull: the calibrated runtime (``benchmarks/results/runtime_cost.md``) pays about
+    0.6 ms of driver time a call and, on a 2-core host, 1.8 ms of the host's CPU (0.9 ms of its
+    two cores) more.  It was 3 ms when a call cost the driver 3-5x what it does now."""
 
     def __post_init__(self):
         if self.units != "auto" and (isinstance(self.units, bool) or
