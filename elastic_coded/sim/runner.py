@@ -159,15 +159,6 @@ class _Ctx:
             return ()
         return tuple(m for m, lies in zip(self.present, self.lying.tolist()) if lies)
 
-    @property
-    def lost(self) -> np.ndarray | None:
-        """Machines whose results a USCTEC-family pull step cannot use: crashed, or lying
-        (their work redone on other holders, costed as a crash's; a whole plan pays for its
-        lies after the decode, :mod:`~elastic_coded.sim.lagrange_lies`)."""
-        if self.lying is None:
-            return self.crashed
-        return self.lying if self.crashed is None else self.crashed | self.lying
-
 
 class _Bound:
     def __init__(self, name: str, env):

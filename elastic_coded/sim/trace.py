@@ -12,7 +12,7 @@ return wrong results (each family pays for them its own way: every family's whol
 detect the wrong product after the decode when a liar's results were used and repair it with
 the runtime's repair calls, :mod:`~elastic_coded.sim.lagrange_lies`,
 :mod:`~elastic_coded.sim.unified`, :mod:`~elastic_coded.sim.hetero`; a USCTEC-family pull step
-discards them and redoes their work on other holders, costed as a crash) and, once they lied in
+likewise, over the positions it took in, :mod:`~elastic_coded.sim.pull`) and, once they lied in
 :data:`~elastic_coded.churn.CAUGHT_LIMIT` steps, are excluded after the step (every lie is taken
 as caught, even one whose results no policy used; the runtime counts the steps a machine was
 caught in).  Two deliberate simplifications: a machine
