@@ -85,6 +85,7 @@ def revive(cl) -> None:
             continue
         cl.revivals += 1
         cl._prefetch.clear()
+        cl._plans.clear()  # serial numbers of the controller that died
         cl._present = None
         cl._epoch += 1
         return

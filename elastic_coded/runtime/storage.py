@@ -14,6 +14,7 @@ fresh coded rows mid-step (:meth:`Storage.rescue`).
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Mapping, Protocol, Sequence
 
 import numpy as np
@@ -73,7 +74,10 @@ class Storage:
         self.plans: dict = {}  # policy -> (key, speeds, plan), reused while nothing changed
         self.replan_speed_change = REPLAN_SPEED_CHANGE
         self._settled: tuple | None = None  # (what a repair saw, the state it left unchanged)
-        self.serials = 0  # plans made so far
+        # plans made so far, counted from a random start: a driver holds plans by serial
+        # (``StepRequest.held``), and a controller that replaces one that died must never take
+        # the old one's serial numbers for its own plans
+        self.serials = secrets.randbits(40) << 20
         self.plan_serial = 0  # the serial number of the plan :meth:`plan` returned last
 
     def S_now(self) -> int:

@@ -201,6 +201,37 @@ def test_the_cluster_survives_its_controller(ray_session, policy):
         assert len(c.reports[-1].available) == 5  # the workers outlived both controllers
 
 
+@pytest.mark.parametrize("policy", ["usctec", "hetero"])
+def test_a_new_controller_never_names_the_old_ones_plans(ray_session, policy):
+    """The driver holds the last plans by serial number and the controller leaves out a plan
+    the driver holds: a controller that replaces one that died must not take the old serials
+    for plans of its own (the driver would run the old plan, for machines since gone)."""
+    rng = np.random.default_rng(6)
+    if policy == "hetero":
+        A, kw = [F.random((20, 4), rng), F.random((16, 4), rng)], {}
+        make_B = lambda: [F.random((4, 1), rng), F.random((4, 2), rng)]  # noqa: E731
+        want = lambda B: [F.matmul(a, b) for a, b in zip(A, B)]  # noqa: E731
+    else:
+        A, kw = F.random((36, 4), rng), {"L": 2, "S": 1}
+        make_B = lambda: F.random((4, 2), rng)  # noqa: E731
+        want = lambda B: [F.matmul(A, B)]  # noqa: E731
+    with ElasticCluster(A, policy, machines=ms(7), field=F, time_scale=0.003, **kw) as c:
+        for step in range(9):
+            if step == 4:
+                ray.kill(c.controller, no_restart=True)
+                c.remove_machine("m1")
+            if step == 6:
+                c.add_machines([{"id": "n0"}])
+            B = make_B()
+            Y = c.multiply(B, policy=policy if policy == "hetero" else
+                           ("usctec", "usctec-pull")[step % 2])
+            assert all(np.array_equal(y, w) for y, w in
+                       zip(Y if policy == "hetero" else [Y], want(B))), step
+            if step >= 4:
+                assert "m1" not in c.reports[-1].available
+        assert c.revivals == 1
+
+
 @pytest.mark.usefixtures("ray_session")
 def test_bad_steps_change_nothing(tmp_path):
     rng = np.random.default_rng(5)
