@@ -22,6 +22,9 @@ is the runtime's own.
   processes share the cores: an upper estimate of the worker's own time per call);
 * ``step_s``: the median ``uncoded`` step (one call per worker process) at ``M`` less
   ``plan_s``, ``M * machine_s``, its calls' ``call_s + round_trip_s`` and ``worker_call_s``;
+* ``decide_s``: the driver's wall time in the coded pull queue's decisions over their count
+  (``report.extra`` ``t_decide`` and ``decisions``), pooled over the ``usctec-pull`` steps of
+  the host-CPU series below;
 * the host floor (every process here shares the host's cores): the whole host's CPU
   (``/proc/stat``) of pull steps whose calls pause as real ones do (a second cluster per size,
   the ideal step ``PACED_S`` = 50 ms, the default deadline: ``dynamic`` at 2 and 8 chunks per
@@ -167,6 +170,8 @@ def measure_host(machines: int, steps: int) -> list:
             _steps(c, B, policy, 1)  # warm-up
             out += [{"policy": policy, "chunks_per_machine": k,
                      "calls": float(r.extra["calls"]), "cancelled": float(r.extra["cancelled"]),
+                     "decisions": float(r.extra.get("decisions", 0)),
+                     "t_decide_s": float(r.extra.get("t_decide", 0.0)),
                      "host_cpu_s": h} for r, h in _steps(c, B, policy, steps)]
     return out
 
@@ -193,6 +198,11 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
     # calls measure the host's contention, which the host floor charges)
     worker = float(np.median([r["slowest_s"] for r in pts[0]["dynamic"]]))
     host = _host_fit(pts)
+    # the coded queue's decisions: their wall time on the driver over their count, pooled
+    # over every usctec-pull step (the largest size, with the most decisions, weighs most)
+    coded = [r for p in pts for r in p["host_steps"] if r["policy"] == "usctec-pull"]
+    n_dec = sum(r["decisions"] for r in coded)
+    decide = sum(r["t_decide_s"] for r in coded) / n_dec if n_dec else 0.0
     plan_s = float(np.median([p["t_plan_s"] for p in pts]))
     def calls_cost(M):
         return -(-M // hosted) * b0
@@ -206,7 +216,7 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
         step_s, per_machine = 0.0, max(0.0, y[1] / hi["machines"])
     cost = RuntimeCost(step_s=step_s, call_s=share * b0, round_trip_s=(1 - share) * b0,
                        plan_s=plan_s, worker_call_s=worker, per_process=hosted,
-                       machine_s=per_machine, scan_s=scan,
+                       machine_s=per_machine, scan_s=scan, decide_s=decide,
                        **({"host_cpus": os.cpu_count() or 1, "host_step_s": host[0],
                            "host_machine_s": host[1], "host_call_s": host[2],
                            "host_cancel_s": host[3]} if host else {}))
@@ -225,6 +235,7 @@ def measure(sizes=(8, 24), steps: int = 8) -> dict:
                                          cost.step_cost(M) + calls_cost(M) + worker)})
     return {"cost": cost.to_dict(), "fit": {"per_call_s": b0, "submit_share": share,
                                             "scan_s": scan, "machine_s": per_machine,
+                                            "decide_s": decide,
                                             "host": host},
             "points": pts, "check": check, "sizes": list(sizes), "steps": steps,
             "time_scale": TIME_SCALE,

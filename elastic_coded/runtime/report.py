@@ -137,7 +137,8 @@ class StepReport:
     extra: dict = field(default_factory=dict, repr=False)
     """Scheme-specific figures (unified: fastest set, load, values sent; hetero: service,
     ``t*``, rescued masters; a pull step: ``mode``, ``units``, ``pieces``, ``calls`` sent,
-    ``cancelled``, ``stolen``, ``slowed``)."""
+    ``cancelled``, ``stolen``, ``slowed``, ``decisions``: the queue's ``next_for`` calls and
+    ``t_decide``: the driver's wall seconds in them)."""
     verified: bool | None = None
     """``True`` when the product was checked against the sketch of ``A`` (and repaired if it
     failed) before it was returned; ``None`` when verification is off or not available (the

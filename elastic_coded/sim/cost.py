@@ -26,6 +26,10 @@ also pays what the Ray runtime pays around the computation:
   in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
   call in flight; the loop asks only the machines that may get work,
   :mod:`~elastic_coded.schemes.policies.asking`);
+* ``decide_s`` on the driver for every decision of a ``usctec-pull`` step's coded queue (a
+  ``next_for`` asked, answered or not): its rules (steals, coded backups, naps) are Python the
+  driver runs between results, measured by the runtime's pull steps (``report.extra``
+  ``t_decide`` over ``decisions``); ``dynamic``'s queue is cheap and part of ``call_s``;
 * ``host_cpus``: when every process shares one host's cores (emulated machines on one
   embedded Ray, as in the fidelity benchmark), a step also cannot end before the host has
   done its CPU work: ``host_step_s + machines * host_machine_s + calls * host_call_s +
@@ -70,6 +74,8 @@ class RuntimeCost:
     """Cost per step per machine present."""
     scan_s: float = 0.0
     """A pull step's driver cost per machine present at every event."""
+    decide_s: float = 0.0
+    """The driver's cost of one decision of the coded pull queue."""
     host_cpus: int = 0
     """Cores every process shares (``0``: machines have their own; no host floor)."""
     host_step_s: float = 0.0

@@ -29,8 +29,9 @@ machines idle; the runtime's loop fills the same way, through the same
   (``time = inf``): the runtime's driver asks the controller to re-plan such units, copying
   rows where no live machine stores them, which the simulator does not model.
 * With a :class:`~elastic_coded.sim.cost.RuntimeCost`, the driver is one server: each call
-  sent costs ``call_s``, each result taken in ``round_trip_s`` and every event ``scan_s``
-  per machine, one after another, and the queue's clock is the driver's; the step also pays
+  sent costs ``call_s``, each result taken in ``round_trip_s``, every event ``scan_s``
+  per machine and every decision of the coded queue ``decide_s``, one after another, and
+  the queue's clock is the driver's; the step also pays
   :meth:`~elastic_coded.sim.cost.RuntimeCost.step_cost`, and takes at least the host floor
   of its calls and cancellations (:meth:`~elastic_coded.sim.cost.RuntimeCost.host_floor`).
 
@@ -95,6 +96,9 @@ class PullOutcome:
     """``(driver's time, next result due)`` of every wake-up (``record=True``)."""
     lies: LieRepair | None = None
     """What the step's liars cost (:mod:`~elastic_coded.sim.lagrange_lies`), if any lied."""
+    decisions: int = 0
+    """The queue's ``next_for`` calls (each costs the driver ``decide_s`` for a coded
+    queue)."""
 
 
 class _Machine:
@@ -126,6 +130,8 @@ class _Run:
         self.n_pieces = len(sub.pieces)
         self.sent_first: set = set()
         self.scan = cost.scan_s * len(self.order) if cost is not None else 0.0
+        # the coded queue's rules cost the driver per decision (dynamic's are in call_s)
+        self.decide = cost.decide_s if cost is not None and isinstance(q, pl.CodedQueue) else 0.0
         self.calls = self.units = self.cancelled = 0
         self.measured: dict = {}
         self.ran: list = []
@@ -212,7 +218,10 @@ class _Run:
         until it has ``depth`` in flight or gets none; a machine without room is asked again
         once one of its calls ends."""
         macs, depth = self.machines, self.depth
+        asked = self.asking.asked
         self.asking.fill(self.q, now, depth, lambda m: len(macs[m].calls) < depth, self.send)
+        if self.decide:
+            self.driver = max(self.driver, now) + self.decide * (self.asking.asked - asked)
 
     def idle(self) -> bool:
         dead, depth = self.q.dead, self.depth
@@ -307,7 +316,7 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes), lies)
+                       tuple(run.wakes), lies, run.asking.asked)
 
 
 def _decoded(run: _Run) -> Decoded:

@@ -232,6 +232,7 @@ class PulledRun(WholeRun):
             rec.copies[name][t] = out.backups
             rec.detail(name, "calls", t, out.calls)
             rec.detail(name, "stolen", t, out.stolen)
+            rec.detail(name, "cancelled", t, out.cancelled)
         else:
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None

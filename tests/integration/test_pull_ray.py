@@ -47,6 +47,9 @@ def test_exact_through_stragglers(cl, policy):
             assert rep.extra["mode"] == "pull" and rep.extra["units"] > 0
             # every machine present is sent a call; a cancelled call was sent
             assert rep.extra["calls"] >= max(rep.extra["cancelled"], len(rep.available))
+            # every call sent was a decision of the queue, timed on the driver
+            assert rep.extra["decisions"] >= rep.extra["calls"]
+            assert 0 < rep.extra["t_decide"] < rep.t_compute
 
 
 def test_default_policy_is_usctec_auto(cl):

@@ -6,6 +6,7 @@ rule.  Also the runtime cost model."""
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -408,3 +409,33 @@ def test_the_driver_wakes_while_stragglers_units_fall_overdue():
     does wake (not in every step: some steps' stragglers are stolen from in time)."""
     woke = [bool(_pull_with_wakes(seed, 0.0).wakes) for seed in range(10)]
     assert sum(woke) >= 5, woke
+
+
+def _pull_case(policy: str, seed: int, cost):
+    """A pull step of 10 machines, two of them 6x slow, under ``cost``."""
+    from elastic_coded.schemes.usctec import design_placement
+
+    n, L, S = 10, 3, 2
+    ids = [f"m{i}" for i in range(n)]
+    speeds = np.random.default_rng(seed).uniform(1, 4, n)
+    placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=seed)
+    plan = REGISTRY[policy].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
+    eff = {m: s / (6.0 if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
+    return pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost)
+
+
+@FAST
+@given(seed=st.integers(0, 50), decide=st.sampled_from([1e-3, 1e-2]))
+def test_the_coded_queues_decisions_are_paid_on_the_driver(seed, decide):
+    """``decide_s`` is the driver's cost of each decision of the coded queue: the driver makes
+    them one after another before the last piece decodes, so a step takes at least their
+    count times ``decide_s``, and no less than without them; ``dynamic``'s queue is not
+    charged (its cost is in ``call_s``)."""
+    base = RuntimeCost(step_s=0.0, call_s=1e-4, round_trip_s=1e-4, plan_s=0.0)
+    free = _pull_case("usctec-pull", seed, base)
+    paid = _pull_case("usctec-pull", seed, replace(base, decide_s=decide))
+    assert free.decisions >= free.calls > 0
+    assert paid.time >= paid.decisions * decide
+    assert paid.time >= free.time - 1e-12
+    dyn = [_pull_case("dynamic", seed, c) for c in (base, replace(base, decide_s=decide))]
+    assert dyn[0].time == dyn[1].time and dyn[0].decisions > 0

@@ -96,7 +96,8 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
              "pieces": len(sub.pieces), "calls": sum(loop.calls.values()),
              "cancelled": g.cancelled, "mode": "pull",
              "slowed": slowed(g, prep.speeds, total, ctx.time_scale or 1.0),
-             "stolen": getattr(q, "stolen", 0), "planned": _planned(plan)}
+             "stolen": getattr(q, "stolen", 0), "planned": _planned(plan),
+             "decisions": loop.asking.asked, "t_decide": loop.asking.deciding_s}
     g.backups = q.backups
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
                       collector=col, pull_rate=rate)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from typing import Callable
 
 __all__ = ["Asking"]
@@ -30,6 +31,8 @@ class Asking:
         self.ask: set = set(self.order)  # machines to ask at the next fill
         self.resting: dict = {}          # machine -> when the queue may give it work again
         self.naps: list = []             # heap of (that time, tie, machine), finite ones
+        self.asked = 0                   # ``next_for`` calls made (the queue's decisions)
+        self.deciding_s = 0.0            # wall seconds spent in them
 
     def freed(self, m) -> None:
         """One of ``m``'s calls ended (or it may have work again): asked at the next fill (a
@@ -69,7 +72,9 @@ class Asking:
         """Ask the machines that may get work, in plan order: each with ``room(m)`` asks
         ``q.next_for(m, now)`` until it has ``depth`` calls in flight or gets none, each
         answer sent with ``send(m, units, now)``.  A machine without room is skipped (it is
-        asked again once one of its calls ends: :meth:`freed`)."""
+        asked again once one of its calls ends: :meth:`freed`).  :attr:`asked` counts the
+        ``next_for`` calls and :attr:`deciding_s` their wall time (the driver's cost of the
+        queue's rules, which the simulator charges per decision: ``RuntimeCost.decide_s``)."""
         q.refresh(now)
         while self.naps and self.naps[0][0] <= now:
             w, _, m = heapq.heappop(self.naps)
@@ -87,7 +92,10 @@ class Asking:
                 continue
             last, units = i, None
             while q.calls_in_flight(m) < depth:
+                t0 = time.perf_counter()
                 units = q.next_for(m, now)
+                self.deciding_s += time.perf_counter() - t0
+                self.asked += 1
                 if not units:
                     break
                 send(m, units, now)
