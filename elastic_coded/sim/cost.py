@@ -35,8 +35,11 @@ also pays what the Ray runtime pays around the computation:
   done its CPU work: ``host_step_s + machines * host_machine_s + calls * host_call_s +
   cancelled * host_cancel_s`` CPU seconds over ``host_cpus`` cores (:meth:`RuntimeCost.host_floor`:
   the driver's, the controller's, Ray's and the workers' CPU together; on a 2-core host a
-  pull step is bound by it, not by the driver alone).  ``0`` (the default): machines have
-  their own CPUs, no floor.
+  pull step is bound by it, not by the driver alone).  Within a pull step the cores also take
+  the calls' CPU in turn: a call starts no sooner than the host has done the work of the calls
+  and cancellations sent before it (``host_call_s`` and ``host_cancel_s`` over the cores), so
+  the burst of a step's first calls delays them even where the whole step's CPU is below the
+  floor.  ``0`` (the default): machines have their own CPUs, no floor and no queue.
 
 ``python -m benchmarks calibrate`` measures the figures on the host with a small Ray run and
 writes them to ``benchmarks/results/runtime_cost.json``; :meth:`RuntimeCost.load` reads that

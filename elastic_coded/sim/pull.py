@@ -34,6 +34,9 @@ machines idle; the runtime's loop fills the same way, through the same
   the queue's clock is the driver's; the step also pays
   :meth:`~elastic_coded.sim.cost.RuntimeCost.step_cost`, and takes at least the host floor
   of its calls and cancellations (:meth:`~elastic_coded.sim.cost.RuntimeCost.host_floor`).
+  With ``host_cpus``, the host's cores are a second server: each call sent adds
+  ``host_call_s / host_cpus`` of work to it and each cancellation ``host_cancel_s /
+  host_cpus``, and a call starts no sooner than the host has done the work sent before it.
 
 Times are seconds when ``time_scale`` is (the coded rules compare them with seconds: the cost
 of a call ``call_cost_s`` and the 5 ms wake-up floor).
@@ -124,6 +127,7 @@ class _Run:
         self.heap: list = []
         self.seq = 0
         self.driver = 0.0
+        self.host = 0.0          # when the host's cores have done the CPU work sent so far
         self.have: dict = {}     # piece -> positions filed
         self.decoded: set = set()
         self.need = q.need
@@ -168,6 +172,9 @@ class _Run:
         if c is not None:
             self.driver = max(self.driver, now) + c.call_s
             arrive = self.driver
+            if c.host_cpus:  # the host's cores take the calls' CPU work in turn
+                self.host = max(self.host, now) + c.host_call_s / c.host_cpus
+                arrive = max(arrive, self.host)
         else:
             arrive = now
         work = sum(self.q.products[u] for u in units)
@@ -195,6 +202,9 @@ class _Run:
         crashes = self.info.pop(key)[7]
         self.q.dropped(m, key, now)
         self.cancelled += 1
+        c = self.cost
+        if c is not None and c.host_cpus:
+            self.host = max(self.host, now) + c.host_cancel_s / c.host_cpus
         if crashes:  # a scripted crash happens even when its call is no longer needed
             self.lose(m, now)
             return
