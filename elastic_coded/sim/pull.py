@@ -228,10 +228,23 @@ class _Run:
         until it has ``depth`` in flight or gets none; a machine without room is asked again
         once one of its calls ends."""
         macs, depth = self.machines, self.depth
-        asked = self.asking.asked
-        self.asking.fill(self.q, now, depth, lambda m: len(macs[m].calls) < depth, self.send)
-        if self.decide:
-            self.driver = max(self.driver, now) + self.decide * (self.asking.asked - asked)
+        room = lambda m: len(macs[m].calls) < depth  # noqa: E731
+        if not self.decide:
+            self.asking.fill(self.q, now, depth, room, self.send)
+            return
+        charged = [self.asking.asked]
+
+        def decided(t: float) -> None:  # the decisions made since the last charge
+            n, charged[0] = self.asking.asked - charged[0], self.asking.asked
+            if n:
+                self.driver = max(self.driver, t) + self.decide * n
+
+        def send(m, units: list, t: float) -> None:  # a call goes out after its decisions
+            decided(t)
+            self.send(m, units, t)
+
+        self.asking.fill(self.q, now, depth, room, send)
+        decided(now)
 
     def idle(self) -> bool:
         dead, depth = self.q.dead, self.depth
