@@ -59,11 +59,21 @@ def _alive(method):
     return run
 
 
-def _actor_id() -> str | None:
-    try:
-        return ray.get_runtime_context().get_actor_id()
-    except Exception:  # outside an actor (unit tests)
+def _context(what: str) -> str | None:
+    """``get_actor_id`` or ``get_node_id`` of Ray's runtime context; ``None`` outside Ray (unit
+    tests).  Never starts Ray: asking for the runtime context before ``ray.init`` would start
+    one (or connect to whatever cluster the host last ran, and wait on its GCS when that one
+    is gone)."""
+    if not ray.is_initialized():
         return None
+    try:
+        return getattr(ray.get_runtime_context(), what)()
+    except Exception:  # outside an actor
+        return None
+
+
+def _actor_id() -> str | None:
+    return _context("get_actor_id")
 
 
 class Machine:
@@ -116,7 +126,7 @@ class Machine:
 
     @_alive
     async def ping(self) -> dict:
-        return {"id": self.id, "node": ray.get_runtime_context().get_node_id(),
+        return {"id": self.id, "node": _context("get_node_id"),
                 "rows": self.stored_rows()}
 
     def stored_rows(self, source: str | None = None) -> int:

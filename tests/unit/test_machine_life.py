@@ -52,6 +52,19 @@ def test_a_scripted_crash_raises_and_every_later_call_raises():
             _run(later)
 
 
+def test_a_dead_machines_error_outside_ray_starts_no_ray(monkeypatch):
+    """The error names the actor the machine runs in; outside Ray there is none, and asking
+    Ray's runtime context would start Ray (or wait on the GCS of a cluster the host ran
+    before: this hung the suite once)."""
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "get_runtime_context",
+                        lambda: pytest.fail("asked Ray's runtime context outside Ray"))
+    m, _ = _machine()
+    m.die()
+    err = m.died_error()
+    assert err.machine == "m0" and "crashed" in str(err)
+
+
 def test_die_interrupts_a_paced_call_at_once():
     m, _ = _machine(time_scale=30.0)  # the call would take 30 s
     B = np.ones((3, 2), dtype=np.int64)
