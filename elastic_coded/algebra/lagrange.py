@@ -128,6 +128,13 @@ class LagrangeCode:
 
     # -- matrices -----------------------------------------------------------------------------
     @functools.cached_property
+    def identity(self) -> bool:
+        """``L = 1`` and every position's decode weight is one: a result is its block's
+        product itself (nothing to decode; its condition is one)."""
+        return self.L == 1 and all(
+            np.asarray(self.decode_matrix([p]))[0, 0] == 1 for p in range(self.K))
+
+    @functools.cached_property
     def encode_matrix(self) -> np.ndarray:
         """``E`` (K x L): ``E[i, l] = prod_{k != l} (alpha_i - beta_k) / (beta_l - beta_k)``,
         or the generator."""
@@ -181,11 +188,10 @@ class LagrangeCode:
             raise ValueError(
                 f"results: need at least L={self.L} results to decode, got {len(results)}")
         positions = list(results)[: self.L]
-        D = self.decode_matrix(positions)
-        if self.L == 1 and D[0, 0] == 1:  # one position whose weight is one: the result itself
+        if self.identity:  # the result itself
             return np.asarray(results[positions[0]])[None]
         stack = np.stack([np.asarray(results[p]) for p in positions])
-        return self._apply(D, stack)
+        return self._apply(self.decode_matrix(positions), stack)
 
     def _apply(self, M: np.ndarray, blocks: np.ndarray) -> np.ndarray:
         """``out[i] = sum_j M[i, j] blocks[j]`` (blocks ``(n, rows, cols)``), in complex

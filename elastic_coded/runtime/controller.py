@@ -299,7 +299,7 @@ class Controller:
 
     async def _prepare_step(self, request: StepRequest) -> PreparedStep:
         t0 = time.perf_counter()
-        if getattr(request, "report", None) is not None:
+        if request.report is not None:
             self._take(request.report)
         self._apply_deaths()
         await self.check_nodes()
@@ -310,7 +310,7 @@ class Controller:
         joined, left, pending_moved = self.members.take_pending()
         serial = self.storage.plan_serial
         return PreparedStep(
-            plan=None if serial in getattr(request, "held", ()) else plan, serial=serial,
+            plan=None if serial in request.held else plan, serial=serial,
             handles=self.members.handles(m for m in present if m not in request.known),
             joined=joined, left=left, rows_moved=int(pending_moved + moved),
             speeds=self.members.speeds(present),

@@ -279,6 +279,7 @@ class PreparedStep:
     draining: tuple = ()
     preempted: tuple = ()
     serial: int = 0
-    """The plan's serial number (the controller's count of plans made; a plan reused while
+    """The plan's serial number (the controller counts its plans from a random start, so a
+    controller that replaces one that died never reuses its numbers; a plan reused while
     nothing changed keeps its number).  ``plan`` is ``None`` when the request said the driver
     holds that plan (:attr:`StepRequest.held`)."""

@@ -243,3 +243,18 @@ def test_decode_any_errors():
         code.decode_any([0, 1, 5], vals[:3])
     with pytest.raises(ValueError, match=r"values: needs one row per index \(3\)"):
         code.decode_any([0, 1, 2], vals)
+
+
+@pytest.mark.parametrize("spec", FIELDS)
+@pytest.mark.parametrize("L, S", [(1, 0), (1, 2), (2, 1)])
+def test_an_identity_code_is_one_whose_every_coded_block_is_the_input(spec, L, S):
+    """``LagrangeCode.identity`` (nothing to decode: the collector and ``decode`` pass a
+    result through) holds exactly where every coded block equals the input."""
+    F = field(spec)
+    code = lagrange_code(F, L, S)
+    B = F.random((4, L * 2 * code.width), np.random.default_rng(3))
+    coded = code.encode(B)
+    assert code.identity == (L == 1 and all(np.array_equal(c, B) for c in coded))
+    if code.identity:
+        H = F.random((3, B.shape[1]), np.random.default_rng(4))
+        assert np.array_equal(code.decode({code.K - 1: H})[0], H)

@@ -42,10 +42,7 @@ class LagrangeCollector:
         self.positions: dict[int, tuple] = {}  # piece -> the positions it decoded from
         self.late: dict[int, dict] = {}  # piece -> {position: (machine, H)} after it decoded
         self.waited = 0  # results taken in beyond the first L of a piece, for its conditioning
-        # L = 1 with every position's weight one (any Lagrange code): a result is its piece's
-        # output, its decode's condition one
-        self._identity = plan.L == 1 and all(
-            np.asarray(code.decode_matrix([p]))[0, 0] == 1 for p in range(code.K))
+        self._identity = code.identity  # a result is its piece's output (LagrangeCode)
 
     @property
     def done(self) -> bool:
