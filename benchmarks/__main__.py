@@ -235,15 +235,19 @@ def summary(out: str) -> str:
             "runtime.json")
         add("runtime, 20% churn per step: lost steps", str(ch["usctec"]["lost_steps"]), "0",
             ch["usctec"]["lost_steps"] == 0, "runtime.json")
-    sc = _load(out, "schedulers.json")
-    if sc:
-        for key in sc["order"]:
+    # the 179 ms step with stragglers is the scale work's goal: 0.9x the best baseline
+    for name, bound, names in (("schedulers.json", 1.0, None),
+                               ("schedulers_179ms.json", 0.9, ("stragglers",))):
+        sc = _load(out, name)
+        for key in sc["order"] if sc else ():
             s = sc["scenarios"][key]
+            if names is not None and s["name"] not in names:
+                continue
             d = s["usctec-auto"]
             add(f"runtime, {s['name']}, ideal step {s['ideal_s']:g} s: usctec-auto (default) / "
                 f"best baseline ({s['best_baseline']})", f"{d['vs_best_baseline']:.2f}x "
-                f"({d['over_ideal_median']:.2f}x ideal)", "<= 1.0x", d["vs_best_baseline"] <= 1.0,
-                "schedulers.json")
+                f"({d['over_ideal_median']:.2f}x ideal)", f"<= {bound}x",
+                d["vs_best_baseline"] <= bound, name)
     sk = _load(out, "scale.json")
     if sk:
         _scale_rows(sk, add)
