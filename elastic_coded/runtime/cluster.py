@@ -169,6 +169,7 @@ class ElasticCluster:
         self._closed = False
         self._unified = UnifiedCache()  # Shuffle plans and the stored design (unified)
         self._pull_rate: float | None = None  # measured by the last pull step at real speed
+        self._pull_lag = 0.0  # what the last coded pull step's calls took beyond their work
         self._codes: tuple = ()  # hetero: the masters' MDS codes
         self._specs: dict = {}     # the driver's copy of the controller's state, for a revival
         self._speeds: dict = {}
@@ -348,6 +349,7 @@ class ElasticCluster:
             ctx = self._context(policy, n_cols)
             Y, out = run_step(ctx, X, ev, prep)
             self._pull_rate = out.pull_rate or self._pull_rate
+            self._pull_lag = self._pull_lag if out.pull_lag is None else out.pull_lag
             inputs.check_finite(self.F, Y)
             Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
             inputs.check_finite(self.F, Y)
@@ -369,8 +371,8 @@ class ElasticCluster:
             options=self.options, ctrl=client, patience=self._verifier.patience,
             codes=self._codes,
             history=history(self.reports, policy) if policy_of(policy).pulls else (),
-            pull_rate=self._pull_rate, unified=self._unified, crashed=tuple(self._crash_idle),
-            mode=self._mode, weights=self._loaded.weights)
+            pull_rate=self._pull_rate, pull_lag=self._pull_lag, unified=self._unified,
+            crashed=tuple(self._crash_idle), mode=self._mode, weights=self._loaded.weights)
 
     def _prepare(self, policy: str, n_cols: int):
         """The step's plan: a prefetched one if still valid, else asked for now (with a lower

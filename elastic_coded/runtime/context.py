@@ -65,7 +65,9 @@ class StepContext:
     ``codes``: the heterogeneous masters' MDS codes.  ``history``: ``usctec-auto``'s recent
     steps of the policy, ``(observed, slowed)`` each (:func:`~.executors.pull.history`).
     ``pull_rate``: products per second per unit of speed measured by the last pull step at
-    real speed.  ``unified``: the driver's cache of Shuffle plans and stored designs
+    real speed; ``pull_lag``: the seconds the last coded pull step's calls took beyond their
+    work (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`).  ``unified``: the
+    driver's cache of Shuffle plans and stored designs
     (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
     crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of the step,
     chosen by the driver before it asked for the plan (``None``: chosen from the plan).
@@ -86,6 +88,7 @@ class StepContext:
     codes: tuple = ()
     history: tuple = ()
     pull_rate: float | None = None
+    pull_lag: float = 0.0
     unified: Any = None
     crashed: tuple = ()
     mode: str | None = None

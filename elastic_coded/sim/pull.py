@@ -102,6 +102,9 @@ class PullOutcome:
     decisions: int = 0
     """The queue's ``next_for`` calls (each costs the driver ``decide_s`` for a coded
     queue)."""
+    lag_s: float = 0.0
+    """The lag the next pull step allows every call
+    (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`, as the runtime learns it)."""
 
 
 class _Machine:
@@ -302,30 +305,43 @@ class _Run:
             inf = self.info.get(key)
             if inf is None or inf[5] != ver:
                 continue
-            if inf[7]:  # the crash of the machine's first call
-                now = max(now, when)
-                self.lose(inf[0], now)
-            else:
-                now = max(now, self.take(key, when))
+            now = self._arrive(key, when, inf, now)
+            # every other result already back is taken in before the machines are asked again
+            # (the runtime's batched wait)
+            while len(self.decoded) < self.n_pieces and self.heap and self.heap[0][0] <= now:
+                when, _, key, ver = heapq.heappop(self.heap)
+                inf = self.info.get(key)
+                if inf is not None and inf[5] == ver:
+                    now = self._arrive(key, when, inf, now)
             if len(self.decoded) < self.n_pieces:
                 self.fill(now)
         return now
+
+    def _arrive(self, key, when: float, inf, now: float) -> float:
+        """Call ``key``'s end at ``when`` taken in: its machine lost (a scripted crash of its
+        first call) or its result filed; returns the driver's time after."""
+        if inf[7]:  # the crash of the machine's first call
+            now = max(now, when)
+            self.lose(inf[0], now)
+            return now
+        return max(now, self.take(key, when))
 
 
 def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *,
               crashed=(), options: pl.PullOptions | None = None, cost: RuntimeCost | None = None,
               crash_at: float = 0.5, total: int | None = None, record: bool = False,
-              lying=()) -> PullOutcome:
+              lying=(), lag_s: float = 0.0) -> PullOutcome:
     """Simulate one pull step of ``plan`` (module docstring).  ``eff``: each machine's
     effective speed (speed over slowdown) and ``estimates`` the controller's speed estimates,
     mappings over ``plan.available``; ``crashed``: machines that die mid-step (their first
     call fails); ``lying``: machines whose results are wrong (used as any, paid for after the
     decode, :mod:`~elastic_coded.sim.lagrange_lies`).  ``total``: the products of the step
-    (:func:`pull_total` by default)."""
+    (:func:`pull_total` by default); ``lag_s``: the lag the coded queue allows every call,
+    learnt by the step before (:attr:`PullOutcome.lag_s`)."""
     opts = options or pl.PullOptions()
     total = int(total) if total is not None else pull_total(plan)
     rates = ps.unit_rates(plan.available, estimates, total / time_scale)
-    sub, q = ps.layout(plan, placement, total, rates, opts)
+    sub, q = ps.layout(plan, placement, total, rates, opts, lag_s)
     run = _Run(sub, q, dict(eff), float(time_scale), total, opts.depth, set(crashed), crash_at,
                cost, record, frozenset(lying))
     t = run.run(ps.tick_of(q))
@@ -339,7 +355,8 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes), lies, run.asking.asked)
+                       tuple(run.wakes), lies, run.asking.asked,
+                       ps.next_lag(q.lags, q.batch_s, lag_s) if hasattr(q, "lags") else lag_s)
 
 
 def _decoded(run: _Run) -> Decoded:

@@ -199,6 +199,7 @@ class PulledRun(WholeRun):
         self.history: deque = deque(maxlen=2 * pl.PROBE_EVERY)
         self.chooses = bool(policy_of(v.plan).modes)
         self._expected = None   # the execution whose plan was asked for ahead
+        self.lag_s = 0.0        # what the last coded pull step's calls took beyond their work
 
     def step(self, ctx, rec) -> None:
         env, name, t = self.env, self.v.name, ctx.t
@@ -225,8 +226,9 @@ class PulledRun(WholeRun):
             out = pull_step(plan, self.store.placement, dict(zip(avail, e.tolist())), est_map,
                             env.ts, crashed=crashed, options=env.pull_options, cost=cost,
                             crash_at=env.crash_at,
-                            lying=() if lie is None else tuple(m for m, x in zip(avail, lie) if x))
-            T, measured = out.time, out.measured
+                            lying=() if lie is None else tuple(m for m, x in zip(avail, lie) if x),
+                            lag_s=self.lag_s)
+            T, measured, self.lag_s = out.time, out.measured, out.lag_s
             if out.lies is not None:
                 _record_lies(rec, name, t, out.lies)
             rec.copies[name][t] = out.backups

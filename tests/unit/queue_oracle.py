@@ -127,13 +127,14 @@ class CodedQueue(_Base):
     """The ``usctec-pull`` rules (see the module docstring).  ``queues[m]``: the units planned
     on ``m``, in order; ``K``: positions of the code (``L + S``); ``rate``: products per second
     expected of each machine until it returns a call in this step; ``batch_s``: the expected
-    duration of one call of planned units (several units go in one call)."""
+    duration of one call of planned units (several units go in one call); ``lag_s``: seconds
+    every call is expected to take beyond its work."""
 
     def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
-                 rate: dict, batch_s: float = 0.0, margin: float = 0.1):
+                 rate: dict, batch_s: float = 0.0, margin: float = 0.1, lag_s: float = 0.0):
         super().__init__(need, holders, products, dict(rate))
         self.queues = {m: list(q) for m, q in queues.items()}
-        self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.K, self.margin, self.batch_s, self.lag_s = K, margin, batch_s, lag_s
         self.nap_s = max(0.005, 0.05 * batch_s)
         self.napping: dict = {}   # m -> (until, machines lost, its calls and rate) when told []
         self.losses = 0
@@ -162,7 +163,7 @@ class CodedQueue(_Base):
         for key in dict.fromkeys(r.key for r in rs):
             mine = [r for r in rs if r.key == key]
             start = mine[0].start if mine[0].start is not None else t
-            est = start + sum(self.products[r.unit] for r in mine) / self._rate(m)
+            est = start + sum(self.products[r.unit] for r in mine) / self._rate(m) + self.lag_s
             if est < now:
                 est = now + (now - start)
             t = max(t, est)
@@ -178,7 +179,7 @@ class CodedQueue(_Base):
                 continue
             head = rs[0].key
             work = sum(self.products[r.unit] for r in rs if r.key == head)
-            if now <= rs[0].start + work / self._rate(m):
+            if now <= rs[0].start + work / self._rate(m) + self.lag_s:
                 continue
             for r in rs:
                 if r.key != head:
@@ -247,7 +248,7 @@ class CodedQueue(_Base):
                 u = q[i]
                 if self.covered(u.piece) or not self.can_run(m, u):
                     continue
-                if mine_free + self.products[u] / self._rate(m) < end and \
+                if mine_free + self.products[u] / self._rate(m) + self.lag_s < end and \
                         (best is None or end > best[0]):
                     best = (end, v, i)
                 break
@@ -276,7 +277,7 @@ class CodedQueue(_Base):
                 continue
             times = sorted(t for t, _ in lst)
             unit = lst[0][1]
-            mine = mine_free + self.products[unit] / self._rate(m)
+            mine = mine_free + self.products[unit] / self._rate(m) + self.lag_s
             gain = times[k - 1] - sorted(times + [mine])[k - 1]
             if gain > self.margin * (times[k - 1] - now) and \
                     (best is None or gain > best[0] or (gain == best[0] and piece < best[1])):

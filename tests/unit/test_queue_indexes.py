@@ -19,7 +19,7 @@ def _placement(n, seed, L, S):
                             L, S, samples=1, seed=seed)
 
 
-def _coded_pair(n, L, S, seed, units):
+def _coded_pair(n, L, S, seed, units, lag_s=0.0):
     placement = _placement(n, seed, L, S)
     avail = tuple(placement.machines)
     speeds = dict(zip(avail, np.linspace(1, 4, n)))
@@ -29,8 +29,9 @@ def _coded_pair(n, L, S, seed, units):
             (sub.groups[p.group].rows[1] - sub.groups[p.group].rows[0]) * 2
             for pi, p in enumerate(sub.pieces) for pos in range(sub.K)}
     rate = {m: float(speeds[m]) for m in avail}
-    return speeds, len(sub.pieces), [cls(queues, L, L + S, sub.holders, prod, rate, batch_s=4.0)
-                                     for cls in (pl.CodedQueue, oracle.CodedQueue)]
+    return speeds, len(sub.pieces), [
+        cls(queues, L, L + S, sub.holders, prod, rate, batch_s=4.0, lag_s=lag_s)
+        for cls in (pl.CodedQueue, oracle.CodedQueue)]
 
 
 def _dynamic_pair(n, seed):
@@ -44,9 +45,10 @@ def _dynamic_pair(n, seed):
                                 oracle.DynamicQueue(units, plan.holders, prod)]
 
 
-def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
+def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2, extra=0.0):
     """Run both queues on the same machines; assert every answer equal.  ``crash_at``:
-    ``{machine: time}`` it dies (its calls lost).  Also the contract of ``resting``: a machine
+    ``{machine: time}`` it dies (its calls lost); every call takes ``extra`` seconds beyond its
+    work.  Also the contract of ``resting``: a machine
     the queue called resting gets nothing until its rest ends, one of its calls ends or
     ``take_wakes`` names it.  As the drivers do (:class:`~elastic_coded.schemes.policies.
     asking.Asking`), a resting machine is not asked, so the rescan is asked at the same moments
@@ -80,7 +82,8 @@ def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
                     break
                 key += 1
                 start = max(t, free[m])
-                free[m] = start + sum(new.products[u] for u in a) * slow.get(m, 1) / speeds[m]
+                free[m] = start + sum(new.products[u] for u in a) * slow.get(m, 1) / speeds[m] \
+                    + extra
                 for q in pair:
                     q.sent(m, a, key, t)
                 wakes()
@@ -124,14 +127,19 @@ def _lockstep(speeds, n_pieces, pair, slow, crash_at, depth=2):
 @given(n=st.integers(8, 14), seed=st.integers(0, 3), units=st.integers(1, 4),
        slowed=st.lists(st.integers(0, 13), max_size=4, unique=True),
        factor=st.sampled_from([3.0, 10.0, 40.0]),
-       crashes=st.dictionaries(st.integers(0, 13), st.floats(0.5, 40.0), max_size=2))
+       crashes=st.dictionaries(st.integers(0, 13), st.floats(0.5, 40.0), max_size=2),
+       lag_s=st.sampled_from([0.0, 1.0, 4.0]), extra=st.sampled_from([0.0, 1.5, 5.0]))
 # a machine woken from a bounded nap when its nap would have ended: the rescan, asked at the
 # same moments, naps from them too
-@example(n=12, seed=0, units=3, slowed=[4], factor=3.0, crashes={})
-def test_coded_queue_answers_as_the_rescan_does(n, seed, units, slowed, factor, crashes):
-    speeds, pieces, pair = _coded_pair(n, 4, 2, seed, units)
+@example(n=12, seed=0, units=3, slowed=[4], factor=3.0, crashes={}, lag_s=0.0, extra=0.0)
+def test_coded_queue_answers_as_the_rescan_does(n, seed, units, slowed, factor, crashes, lag_s,
+                                                extra):
+    """Also with calls taking ``extra`` seconds beyond their work, and a lag allowed for it
+    (``lag_s``)."""
+    speeds, pieces, pair = _coded_pair(n, 4, 2, seed, units, lag_s)
     slow = {f"m{i}": factor for i in slowed if i < n}
-    q = _lockstep(speeds, pieces, pair, slow, {f"m{i}": t for i, t in crashes.items() if i < n})
+    q = _lockstep(speeds, pieces, pair, slow, {f"m{i}": t for i, t in crashes.items() if i < n},
+                  extra=extra)
     if not crashes:
         assert len(q.complete) == pieces
 

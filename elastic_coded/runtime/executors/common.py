@@ -33,6 +33,9 @@ class Outcome:
     """The step's collector (its results by piece and position), for checks after decoding."""
     pull_rate: float | None = None
     """A pull step at real speed: the products per second per unit of speed it measured."""
+    pull_lag: float | None = None
+    """A coded pull step: the lag the next one allows every call
+    (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`)."""
 
 
 def units(ctx, num_rows: int) -> int:

@@ -82,7 +82,7 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
     total = units(ctx, plan.num_rows) * r
     padded = units(ctx, plan.num_rows) * coded.shape[2] * plan.L  # with the zero columns
     rates = _rates(ctx, plan, padded, prep.speeds)
-    sub, q = ps.layout(plan, prep.storage, padded, rates, ctx.options)
+    sub, q = ps.layout(plan, prep.storage, padded, rates, ctx.options, ctx.pull_lag)
     col = LagrangeCollector(sub, code, ctx.patience)
     g = PullGather(refs, ctx.handles, col, lambda m, c: [], weights=ctx.weights)
     g.cols_of = {p: coded.shape[2] for p in range(code.K)}
@@ -99,8 +99,9 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
              "stolen": getattr(q, "stolen", 0), "planned": _planned(plan),
              "decisions": loop.asking.asked, "t_decide": loop.asking.deciding_s}
     g.backups = q.backups
+    lag = ps.next_lag(q.lags, q.batch_s, ctx.pull_lag) if hasattr(q, "lags") else None
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
-                      collector=col, pull_rate=rate)
+                      collector=col, pull_rate=rate, pull_lag=lag)
 
 
 def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:
@@ -178,13 +179,24 @@ class _Loop:
                 idle = self.tick is not None and self.asking.waiting()
                 ready, _ = ray.wait(list(g.pending), num_returns=1,
                                     timeout=self.tick if idle else None)
-                if ready:
-                    self._take(ready[0])
+                for ref in self._ready(ready):
+                    if ref in g.pending and not col.done:
+                        self._take(ref)
                 self._fill_all()
         finally:
             for ref in list(g.pending):
                 cancel(ref)
                 self._forget(ref, time.perf_counter())
+
+    def _ready(self, first: list) -> list:
+        """``first`` (the result ``ray.wait`` gave) and every other result already back: all
+        are taken in before the machines are asked again, so a result waiting behind the
+        driver's work is never taken for an overdue call (which would start a coded backup
+        nobody needs)."""
+        if not first or len(self.g.pending) <= 1:
+            return first
+        more, _ = ray.wait(list(self.g.pending), num_returns=len(self.g.pending), timeout=0)
+        return first + [r for r in more if r != first[0]]
 
     def _fill_all(self) -> None:
         q, depth = self.q, self.depth

@@ -10,9 +10,12 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   otherwise sit idle, for the pieces whose ``L``-th result is expected last, and useful whoever
   finishes first.  A machine that runs out of work also takes queued units from the machine
   expected to finish last (work stealing).  A call's units are expected back when the call
-  ends.  A machine given nothing *naps* for a twentieth of a call's expected time (at least
-  5 ms) unless one of its calls ends or a machine is lost, so steals and backups start at
-  most that late; one with nothing it could do at any time (no queue left to steal from, no
+  ends: its work at the machine's rate, plus the lag the last pull step's calls showed beyond
+  their work (:func:`~.pull_step.next_lag`); past that it is overdue, expected to take as long
+  again as it has so far, and the units queued behind it no longer cover their piece.  A
+  machine given nothing *naps* for a twentieth of a call's expected time (at least 5 ms)
+  unless one of its calls ends or a machine is lost, so steals and backups start at most that
+  late; one with nothing it could do at any time (no queue left to steal from, no
   backup candidate among the pieces it stores) rests until one of those pieces changes, and one
   with no queue left to steal from whose candidates cannot pay before a time they bound
   (:func:`~.queues.pays_no_sooner`: the expected finishes grow at most twice as fast as the

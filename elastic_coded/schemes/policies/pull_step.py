@@ -4,7 +4,8 @@ simulator (:mod:`elastic_coded.sim.pull`) both make, written once.  Pure: no Ray
 
 * :func:`unit_rates`, :func:`expected_seconds`: what a step is expected to take;
 * :func:`layout`: the sub-divided plan and its queue (:class:`~.pull.CodedQueue` or
-  :class:`~.pull.DynamicQueue`);
+  :class:`~.pull.DynamicQueue`), and :func:`next_lag`, what the next step's coded queue
+  expects every call to take beyond its work;
 * :func:`pull_pays` and :func:`auto_mode`: ``usctec-auto``'s choice of ``"pull"``,
   ``"eager"`` or ``"lean"`` (:func:`~.pull.choose_mode`, :func:`~.pull.prefer_pull`);
 * :func:`seen_slowed` and :func:`history_entry`: the stragglers a step saw, and what it adds
@@ -23,8 +24,8 @@ import numpy as np
 from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
-           "mode_before_plan", "mode_and_next", "seen_slowed", "history_entry", "tick_of", "SLOW_FACTOR",
-           "LATE_FACTOR"]
+           "mode_before_plan", "mode_and_next", "seen_slowed", "history_entry", "tick_of",
+           "SLOW_FACTOR", "LATE_FACTOR", "next_lag", "LAG_QUANTILE", "LAG_SAMPLES", "LAG_CAP"]
 
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
@@ -37,6 +38,35 @@ its estimate) straggled (:func:`seen_slowed`)."""
 LATE_FACTOR = 0.8
 """A call given up after it started whose upper bound on the speed is below this fraction of
 the median straggled (:func:`seen_slowed`)."""
+
+
+LAG_QUANTILE = 0.75
+"""The share of a pull step's returned calls whose lag the next step's coded queue allows
+every call (:func:`next_lag`)."""
+
+LAG_SAMPLES = 8
+"""Returned calls a step needs before its lag replaces the one it was given."""
+
+LAG_CAP = 0.5
+"""The lag allowed is at most this share of a call's expected time
+(:attr:`~.pull.CodedQueue.batch_s`), so a step where most calls straggled does not blind the
+next one to its stragglers."""
+
+
+def next_lag(lags, batch_s: float, prev: float = 0.0) -> float:
+    """The seconds the next pull step's coded queue expects every call to take beyond its work
+    (:attr:`~.pull.CodedQueue.lag_s`): the :data:`LAG_QUANTILE` quantile of what this step's
+    returned calls took beyond their expected time (``lags``, as the driver saw them: the
+    trip there and back, the worker's own cost, the driver's delay in taking the result in),
+    at least 0 and at most :data:`LAG_CAP` of ``batch_s``; ``prev`` when fewer than
+    :data:`LAG_SAMPLES` calls returned.  Without it, a call whose result waits on a busy driver
+    looks overdue, is expected to take as long again, and its piece gets a coded backup
+    nobody needs (at 48 machines on 2 cores, 2.5x the backups a step needs)."""
+    lags = [float(x) for x in lags]
+    if len(lags) < LAG_SAMPLES:
+        return float(prev)
+    q = float(np.quantile(lags, LAG_QUANTILE))
+    return min(max(q, 0.0), LAG_CAP * max(float(batch_s), 0.0))
 
 
 def unit_rates(available, speeds: Mapping, per: float) -> dict:
@@ -61,12 +91,13 @@ def _units(options: pl.PullOptions, expected: float, machines: int) -> int:
 
 
 def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
-           options: pl.PullOptions | None = None):
+           options: pl.PullOptions | None = None, lag_s: float = 0.0):
     """The step's sub-divided plan and its queue: ``dynamic``'s chunks (re-cut when the option
     asks for another count than the plan's) in a :class:`~.pull.DynamicQueue`, or the coded
     plan cut into :data:`FINE` ``*`` units per machine (:func:`~.pull.units_for` when
     ``units="auto"``) in a :class:`~.pull.CodedQueue` whose calls carry about a unit's share of
-    the expected time."""
+    the expected time, each expected to take ``lag_s`` seconds beyond its work
+    (:func:`next_lag`)."""
     opts = options or pl.PullOptions()
     if plan.copies:
         n = opts.chunks * len(plan.available)
@@ -87,7 +118,7 @@ def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
             prod[pl.Unit(piece, pos, rows, sub.pieces[piece].cols)] = \
                 int((rows[1] - rows[0]) * cols)
     return sub, pl.CodedQueue(queues, sub.L, sub.K, sub.holders, prod, dict(rates),
-                              batch_s=expected / u)
+                              batch_s=expected / u, lag_s=lag_s)
 
 
 def tick_of(queue) -> float | None:

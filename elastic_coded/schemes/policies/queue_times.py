@@ -5,10 +5,10 @@ from __future__ import annotations
 __all__ = ["pays_no_sooner"]
 
 
-def _call_ends(rs: list, products: dict, rate: float, now: float) -> tuple:
+def _call_ends(rs: list, products: dict, rate: float, now: float, lag: float = 0.0) -> tuple:
     """``(when the machine is free, {call key: expected end})`` for a machine's running units
     ``rs`` (its calls in order, each call's units together), computing ``rate`` products a
-    second (:meth:`.queues.CodedQueue._ends`)."""
+    second, each call taking ``lag`` seconds more (:meth:`.queues.CodedQueue._ends`)."""
     ends, t, i, n = {}, now, 0, len(rs)
     while i < n:
         first, j, work = rs[i], i, 0
@@ -17,7 +17,7 @@ def _call_ends(rs: list, products: dict, rate: float, now: float) -> tuple:
             work += products[rs[j].unit]
             j += 1
         start = first.start if first.start is not None else t
-        est = start + work / rate
+        est = start + work / rate + lag
         if est < now:
             est = now + (now - start)
         if est > t:

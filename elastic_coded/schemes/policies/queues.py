@@ -36,10 +36,14 @@ class CodedQueue(_Base):
     """The ``usctec-pull`` rules (see :mod:`.pull`).  ``queues[m]``: the units planned on ``m``,
     in order; ``K``: positions of the code (``L + S``); ``rate``: products per second expected
     of each machine until it returns a call in this step; ``batch_s``: the expected duration of
-    one call of planned units (several units go in one call)."""
+    one call of planned units (several units go in one call); ``lag_s``: seconds every call is
+    expected to take beyond its work (the trip, the worker's own cost, the driver's delay in
+    taking the result in: :func:`~.pull_step.next_lag`), so a call is overdue only past them.
+    :attr:`lags` collects what each returned call took beyond its work, for the next step's
+    ``lag_s``."""
 
     def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
-                 rate: dict, batch_s: float = 0.0, margin: float = 0.1):
+                 rate: dict, batch_s: float = 0.0, margin: float = 0.1, lag_s: float = 0.0):
         super().__init__(need, holders, products, dict(rate))
         # machines with an empty queue, no queue to steal from and no backup candidate among
         # the pieces they store: that lasts until one of those pieces changes (:meth:`_bump`;
@@ -55,6 +59,8 @@ class CodedQueue(_Base):
         self._track_pieces = True
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
+        self.lag_s = lag_s
+        self.lags: list = []   # seconds each returned call took beyond its expected time
         self.nap_s = max(NAP_MIN_S, NAP_SHARE * batch_s)
         self._napping: dict = {}   # m -> (until, losses, its version) after it got nothing
         self.stolen = self.backups = 0
@@ -78,6 +84,10 @@ class CodedQueue(_Base):
         self._stuck_of: dict = {}    # m (overdue) -> [(piece, position)] it counts as stuck
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
+        rs = self.running.get(m, [])
+        if rs and rs[0].key == key and rs[0].start is not None:
+            work = sum(self.products[r.unit] for r in rs if r.key == key)
+            self.lags.append(now - rs[0].start - work / self._rate(m))
         self.returned.add(m)
         return super().finished(m, key, now, elapsed)
 
@@ -109,7 +119,8 @@ class CodedQueue(_Base):
         if kept is not None and kept[0] == self._mver.get(m) and now <= kept[1]:
             memo[m] = kept[2]
             return kept[2]
-        memo[m] = got = _call_ends(self.running.get(m, []), self.products, self._rate(m), now)
+        memo[m] = got = _call_ends(self.running.get(m, []), self.products, self._rate(m), now,
+                                   self.lag_s)
         self._kept[m] = (self._mver.get(m), self._head_due(m), got)
         return got
 
@@ -122,7 +133,7 @@ class CodedQueue(_Base):
         due = -float("inf")
         if rs and rs[0].start is not None:
             due = rs[0].start + sum(self.products[r.unit] for r in rs
-                                    if r.key == rs[0].key) / self._rate(m)
+                                    if r.key == rs[0].key) / self._rate(m) + self.lag_s
         self._due[m] = (self._mver.get(m), due)
         return due
 
@@ -259,7 +270,7 @@ class CodedQueue(_Base):
                 u = q[i]
                 if self.covered(u.piece) or not self.can_run(m, u):
                     continue
-                if mine_free + self.products[u] / rate < end:
+                if mine_free + self.products[u] / rate + self.lag_s < end:
                     self._touch()
                     return q.pop(i)
                 break
@@ -348,7 +359,7 @@ class CodedQueue(_Base):
                 continue
             bare = False
             times, k, unit, free = c
-            mine = mine_free + self.products[unit] / rate
+            mine = mine_free + self.products[unit] / rate + self.lag_s
             gain = times[k - 1] - _kth_with(times, k, mine)
             if gain > self.margin * (times[k - 1] - now):
                 if best is None or (gain, -piece) > best[:2]:

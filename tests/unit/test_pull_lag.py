@@ -1,0 +1,203 @@
+"""The lag a coded pull step allows every call beyond its work (``next_lag``,
+``CodedQueue.lag_s``): learnt from the calls a step got back, given to the next step, and
+keeping a call whose result merely came back late from counting as overdue; and the simulated
+driver taking in every result already back before it asks the machines again, as the
+runtime's batched wait does."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import queue_oracle as oracle
+from elastic_coded.schemes.policies import pull as pl
+from elastic_coded.schemes.policies import pull_step as ps
+from elastic_coded.schemes.usctec import design_placement
+
+
+def test_next_lag_is_a_quantile_of_the_calls_lags_clipped_to_its_cap():
+    lags = [0.001 * i for i in range(20)]       # 0 .. 19 ms
+    assert ps.next_lag(lags, batch_s=1.0) == pytest.approx(np.quantile(lags, ps.LAG_QUANTILE))
+    # too few returned calls: the lag given is kept
+    assert ps.next_lag(lags[:ps.LAG_SAMPLES - 1], 1.0, prev=0.004) == 0.004
+    assert ps.next_lag(lags[:ps.LAG_SAMPLES], 1.0, prev=0.004) != 0.004
+    # calls faster than expected allow no negative lag
+    assert ps.next_lag([-0.01] * 20, 1.0, prev=0.02) == 0.0
+    # at most LAG_CAP of a call's expected time, so stragglers everywhere stay visible
+    assert ps.next_lag([5.0] * 20, batch_s=0.1) == pytest.approx(ps.LAG_CAP * 0.1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1, 10), min_size=0, max_size=40), st.floats(0, 5), st.floats(0, 1))
+def test_next_lag_stays_within_zero_and_its_cap(lags, batch_s, prev):
+    got = ps.next_lag(lags, batch_s, prev)
+    if len(lags) < ps.LAG_SAMPLES:
+        assert got == prev
+    else:
+        assert 0.0 <= got <= ps.LAG_CAP * batch_s + 1e-12
+
+
+def _queue(cls, lag_s, n=8, units=3):
+    placement = design_placement(240, [f"m{i}" for i in range(n)], [1.0] * n,
+                                 np.linspace(1, 4, n), 4, 2, samples=1, seed=0)
+    avail = tuple(placement.machines)
+    speeds = dict(zip(avail, np.linspace(1, 4, n)))
+    plan = pl.coded_pull_plan(placement, avail, [speeds[m] for m in avail], 4, 2)
+    sub, queues = pl.subdivide(plan, units)
+    prod = {pl.Unit(pi, pos, sub.groups[p.group].rows, None):
+            (sub.groups[p.group].rows[1] - sub.groups[p.group].rows[0]) * 2
+            for pi, p in enumerate(sub.pieces) for pos in range(sub.K)}
+    q = cls(queues, 4, 6, sub.holders, prod, dict(speeds), batch_s=4.0, lag_s=lag_s)
+    return q, speeds, sub
+
+
+@pytest.mark.parametrize("cls", [pl.CodedQueue, oracle.CodedQueue])
+def test_a_call_is_overdue_only_past_its_lag(cls):
+    """Two calls on a machine: the units of the second stop covering their piece only once
+    the first has taken its work plus the lag (the indexed queue and the rescan alike)."""
+    lag = 2.0
+    q, speeds, _ = _queue(cls, lag)
+    m = next(iter(speeds))
+    first, second = q.next_for(m, 0.0), q.next_for(m, 0.0)
+    q.sent(m, first, "a", 0.0)
+    q.sent(m, second, "b", 0.0)
+    due = sum(q.products[u] for u in first) / speeds[m]
+    pos = (second[0].piece, second[0].position)
+
+    def covers(now):
+        q.refresh(now)
+        return pos[1] in q.running_positions(pos[0])
+
+    assert covers(due + 0.5 * lag)          # late by less than the lag: still on time
+    assert not covers(due + 1.5 * lag)      # past it: overdue, the second call is stuck
+
+
+def _run(q, speeds, extra, depth=2, seed=0):
+    """The queue's machines computing their calls back to back at their speeds, each result
+    taken in up to ``extra`` seconds after its call is done (uniformly at random: the trip back
+    and a busy driver; the worker reports its work's time, as the runtime's do); returns the
+    step's time."""
+    rng = np.random.default_rng(seed)
+    free = dict.fromkeys(speeds, 0.0)        # when the machine's worker is done computing
+    inflight = {m: [] for m in speeds}       # (taken in, key, units, work, done)
+    t, key = 0.0, 0
+    n = len(q.holders)
+    while len(q.complete) < n:
+        q.refresh(t)
+        for m in speeds:
+            while q.calls_in_flight(m) < depth:
+                units = q.next_for(m, t)
+                if not units:
+                    break
+                work = sum(q.products[u] for u in units) / speeds[m]
+                free[m] = max(t, free[m]) + work
+                key += 1
+                q.sent(m, units, key, t)
+                inflight[m].append((free[m] + extra * rng.random(), key, units, work, free[m]))
+        naps = [x for x in (q.resting(m, t) for m in speeds) if x is not None]
+        t = min([f for lst in inflight.values() for f, *_ in lst] + naps)
+        for m, lst in inflight.items():
+            for item in [x for x in lst if x[0] <= t]:
+                lst.remove(item)
+                q.finished(m, item[1], t, item[3])
+                for u in item[2]:
+                    if len(q.done.get(u.piece, ())) >= q.need and u.piece not in q.complete:
+                        for m2, k2 in q.decoded(u.piece):
+                            inflight[m2] = [y for y in inflight[m2] if y[1] != k2]
+                            q.dropped(m2, k2, t)
+                            free[m2] = max([t] + [y[4] for y in inflight[m2]])
+    return t
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_lag_learnt_from_late_results_cuts_the_backups_they_caused(seed):
+    """No machine straggles, but results are taken in up to 1 s after their calls are done:
+    with no lag allowed a call whose result waits looks overdue and its piece is backed up;
+    with the lag the step learnt (``next_lag`` of its calls), the same step makes fewer
+    backups and ends no later."""
+    q0, speeds, _ = _queue(pl.CodedQueue, 0.0)
+    t0 = _run(q0, speeds, 1.0, seed=seed)
+    lag = ps.next_lag(q0.lags, q0.batch_s)
+    assert 0 < lag < 1.0
+    q1, _, _ = _queue(pl.CodedQueue, lag)
+    t1 = _run(q1, speeds, 1.0, seed=seed)
+    assert q1.backups < q0.backups
+    assert t1 <= t0
+    # results taken in at once: nothing to learn, nothing backed up without cause
+    q2, _, _ = _queue(pl.CodedQueue, 0.0)
+    _run(q2, speeds, 0.0)
+    assert ps.next_lag(q2.lags, q2.batch_s) == pytest.approx(0.0, abs=1e-9)
+
+
+def _recording(monkeypatch):
+    """``pull_step.layout`` recording each coded step's ``(lag_s given, queue)``."""
+    seen, real = [], ps.layout
+
+    def layout(*args, **kw):
+        sub, q = real(*args, **kw)
+        if isinstance(q, pl.CodedQueue):
+            seen.append((q.lag_s, q))
+        return sub, q
+
+    monkeypatch.setattr(ps, "layout", layout)
+    return seen
+
+
+def _chained(seen) -> None:
+    for (lag, q), (nxt, _) in zip(seen, seen[1:]):
+        assert nxt == ps.next_lag(q.lags, q.batch_s, lag)
+
+
+def test_the_simulator_gives_each_pull_step_the_lag_the_last_one_learnt(monkeypatch):
+    from elastic_coded.sim import IIDStragglers, LinearSpeeds, RuntimeCost, simulate
+
+    seen = _recording(monkeypatch)
+    cost = RuntimeCost(step_s=0.0, call_s=2e-4, round_trip_s=5e-4, plan_s=0.0, scan_s=2e-5,
+                       decide_s=5e-5, host_cpus=2, host_call_s=2e-3)
+    simulate(24, 6, L=4, S=2, policies=("usctec-pull",), time_scale=2.0, cost=cost, baseline=None,
+             speeds=LinearSpeeds(1, 4), delays=IIDStragglers(k=2, factor=5.0), seed=3)
+    assert len(seen) == 6 and seen[0][0] == 0.0
+    _chained(seen)
+    assert any(lag > 0 for lag, _ in seen[1:])
+
+
+def _pull_case(cost, seed=0):
+    from elastic_coded.schemes.registry import REGISTRY
+    from elastic_coded.sim import pull_step
+
+    n, L, S = 16, 3, 2
+    ids = [f"m{i}" for i in range(n)]
+    speeds = np.random.default_rng(seed).uniform(1, 4, n)
+    placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=seed)
+    plan = REGISTRY["usctec-pull"].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
+    eff = {m: s / (6.0 if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
+    return pull_step(plan, placement, eff, dict(zip(ids, speeds)), 4.0, cost=cost)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_simulated_driver_takes_in_every_result_back_before_it_asks_again(monkeypatch,
+                                                                             seed):
+    """As the runtime's batched wait does: when the driver asks the machines, no call that
+    has ended by then is still waiting to be taken in (a busy driver: results pile up)."""
+    from elastic_coded.sim import RuntimeCost
+    from elastic_coded.sim import pull as sim_pull
+
+    piled, real, arrive = [0], sim_pull._Run.fill, sim_pull._Run._arrive
+
+    def fill(self, now):
+        for when, _, key, ver in self.heap:
+            inf = self.info.get(key)
+            assert inf is None or inf[5] != ver or when > now, (when, now)
+        real(self, now)
+
+    def taken(self, key, when, inf, now):
+        piled[0] += when < now   # it waited for the driver
+        return arrive(self, key, when, inf, now)
+
+    monkeypatch.setattr(sim_pull._Run, "fill", fill)
+    monkeypatch.setattr(sim_pull._Run, "_arrive", taken)
+    out = _pull_case(RuntimeCost(step_s=0.0, call_s=1e-3, round_trip_s=4e-3, plan_s=0.0),
+                     seed)
+    assert math.isfinite(out.time) and out.calls > 16 and piled[0] > 0
