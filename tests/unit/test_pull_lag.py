@@ -25,7 +25,7 @@ def test_next_lag_is_a_quantile_of_the_calls_lags_clipped_to_its_cap():
     assert ps.next_lag(lags[:ps.LAG_SAMPLES], 1.0, prev=0.004) != 0.004
     # calls faster than expected allow no negative lag
     assert ps.next_lag([-0.01] * 20, 1.0, prev=0.02) == 0.0
-    # at most LAG_CAP of a call's expected time, so stragglers everywhere stay visible
+    # at most LAG_CAP times a call's expected time, so stragglers everywhere stay visible
     assert ps.next_lag([5.0] * 20, batch_s=0.1) == pytest.approx(ps.LAG_CAP * 0.1)
 
 
