@@ -114,8 +114,9 @@ def to_markdown(res: dict) -> str:
              f"{1e3 * c['round_trip_s']:.2f} ms, plan {1e3 * c['plan_s']:.1f} ms, worker "
              f"{1e3 * c['worker_call_s']:.2f} ms, per machine present "
              f"{1e3 * c.get('machine_s', 0.0):.2f} ms a step and, in a pull step, "
-             f"{1e3 * c.get('scan_s', 0.0):.3f} ms at every event: the driver's cost per "
-             f"result grows with the machines).  Wall times on a shared host (noisy).  "
+             f"{1e3 * c.get('scan_s', 0.0):.4f} ms per machine present at every event, "
+             f"{1e3 * c.get('decide_s', 0.0):.3f} ms per decision of the coded queue).  Wall "
+             f"times on a shared host (noisy).  "
              f"Command: `{res['command']}`.", "",
              "A goal is met per run (one run: the five policies side by side on the trace) and "
              "for both runs together.", "",
