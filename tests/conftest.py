@@ -37,3 +37,22 @@ def pytest_collection_modifyitems(items):
                     len(SLOW_FIRST))
 
     items.sort(key=rank)  # stable: the order within a file is kept
+
+
+@pytest.fixture
+def coded_layouts(monkeypatch):
+    """Each coded pull step's ``(lag_s it was given, its queue)``, in order, as
+    ``pull_step.layout`` makes them (the runtime's executor and the simulator both call it)."""
+    from elastic_coded.schemes.policies import pull as pl
+    from elastic_coded.schemes.policies import pull_step as ps
+
+    seen, real = [], ps.layout
+
+    def layout(*args, **kw):
+        sub, q = real(*args, **kw)
+        if isinstance(q, pl.CodedQueue):
+            seen.append((q.lag_s, q))
+        return sub, q
+
+    monkeypatch.setattr(ps, "layout", layout)
+    return seen

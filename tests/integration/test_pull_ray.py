@@ -127,28 +127,18 @@ def test_usctec_auto_plans_only_the_execution_it_runs(ray_session):
     assert {"eager", "lean"} <= {r.extra["mode"] for r in reps}
 
 
-def test_each_pull_step_allows_the_lag_the_last_one_learnt(cl, monkeypatch):
+def test_each_pull_step_allows_the_lag_the_last_one_learnt(cl, coded_layouts):
     """The lag a coded pull step learns from its calls (``next_lag``) is what the next one's
     queue allows every call; the products stay exact."""
-    from elastic_coded.schemes.policies import pull as pl
     from elastic_coded.schemes.policies import pull_step as ps
 
     A, c = cl
-    seen, real = [], ps.layout
-
-    def layout(*args, **kw):
-        sub, q = real(*args, **kw)
-        if isinstance(q, pl.CodedQueue):
-            seen.append((q.lag_s, q))
-        return sub, q
-
-    monkeypatch.setattr(ps, "layout", layout)
     rng = np.random.default_rng(11)
     for step in range(3):
         B = F.random((6, 3), rng)
         ev = StepEvents(slow={"m2": 6.0} if step == 1 else {})
         assert np.array_equal(c.multiply(B, policy="usctec-pull", events=ev), _mul(A, B))
-    assert len(seen) == 3
+    seen = coded_layouts
+    assert len(seen) == 3 and all(len(q.lags) > 0 for _, q in seen)
     for (lag, q), (nxt, _) in zip(seen, seen[1:]):
         assert nxt == ps.next_lag(q.lags, q.batch_s, lag) >= 0.0
-    assert all(len(q.lags) > 0 for _, q in seen)

@@ -24,12 +24,13 @@ def _stores(placement, m, rows) -> bool:
     return all(m in hs for _, _, hs in placement.holders_of(rows, [m]))
 
 
-def _simulate(q, speeds: dict, slow: dict, need_done, depth=2, horizon=1e6):
+def _simulate(q, speeds: dict, slow: dict, need_done, depth=2, horizon=1e6, late=None):
     """Run queue ``q``: each machine computes its calls in order at ``speeds[m] / slow[m]``
     products per second; returns (finish time, calls per machine).  ``need_done(done)`` says
-    when the step is complete."""
+    when the step is complete.  ``late()``: the seconds each result is taken in after its call
+    is done (none by default); the worker reports its call's own time."""
     free = {m: 0.0 for m in speeds}          # when the machine finishes what it holds
-    inflight = {m: [] for m in speeds}       # (finish, key, units)
+    inflight = {m: [] for m in speeds}       # (taken in, key, units, start, done)
     t, key, calls = 0.0, 0, {m: 0 for m in speeds}
     while True:
         q.refresh(t)
@@ -45,18 +46,19 @@ def _simulate(q, speeds: dict, slow: dict, need_done, depth=2, horizon=1e6):
                 free[m] = start + work * slow.get(m, 1.0) / speeds[m]
                 key += 1
                 q.sent(m, units, key, t)
-                inflight[m].append((free[m], key, units, start))
+                inflight[m].append((free[m] + (late() if late else 0.0), key, units, start,
+                                    free[m]))
                 calls[m] += 1
         if need_done():
             return t, calls
-        nxt = min((f for lst in inflight.values() for f, _, _, _ in lst), default=None)
+        nxt = min((f for lst in inflight.values() for f, *_ in lst), default=None)
         assert nxt is not None and nxt < horizon, "the queue stalled with pieces left"
         t = nxt
         for m, lst in inflight.items():
             for item in [x for x in lst if x[0] <= t]:
                 lst.remove(item)
-                f, k, units, start = item
-                q.finished(m, k, t, f - start)
+                _, k, units, start, done = item
+                q.finished(m, k, t, done - start)
                 for u in units:
                     if len(q.done.get(u.piece, ())) >= q.need and u.piece not in q.complete:
                         for m2, k2 in q.decoded(u.piece):
@@ -64,7 +66,7 @@ def _simulate(q, speeds: dict, slow: dict, need_done, depth=2, horizon=1e6):
                                 inflight[m2].remove(x)
                                 q.dropped(m2, k2, t)
                                 # a cancelled call frees the machine at once
-                                free[m2] = max([t] + [y[0] for y in inflight[m2]])
+                                free[m2] = max([t] + [y[4] for y in inflight[m2]])
 
 
 def _coded(n, L, S, speeds, units, seed=0):
