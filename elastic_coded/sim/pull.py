@@ -355,8 +355,7 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes), lies, run.asking.asked,
-                       ps.next_lag(q.lags, q.batch_s, lag_s) if hasattr(q, "lags") else lag_s)
+                       tuple(run.wakes), lies, run.asking.asked, ps.lag_after(q, lag_s))
 
 
 def _decoded(run: _Run) -> Decoded:

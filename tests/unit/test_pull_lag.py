@@ -39,6 +39,14 @@ def test_next_lag_stays_within_zero_and_its_cap(lags, batch_s, prev):
         assert 0.0 <= got <= ps.LAG_CAP * batch_s + 1e-12
 
 
+def test_the_lag_after_a_step_is_the_coded_queues_and_dynamic_keeps_it():
+    q, speeds, _ = _queue(pl.CodedQueue, 0.0)
+    _run(q, speeds, 1.0)
+    assert ps.lag_after(q, 0.3) == ps.next_lag(q.lags, q.batch_s, 0.3)
+    dyn = pl.DynamicQueue([], (), {})
+    assert ps.lag_after(dyn, 0.3) == 0.3
+
+
 def _queue(cls, lag_s, n=8, units=3):
     placement = design_placement(240, [f"m{i}" for i in range(n)], [1.0] * n,
                                  np.linspace(1, 4, n), 4, 2, samples=1, seed=0)

@@ -34,8 +34,9 @@ class Outcome:
     pull_rate: float | None = None
     """A pull step at real speed: the products per second per unit of speed it measured."""
     pull_lag: float | None = None
-    """A coded pull step: the lag the next one allows every call
-    (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`)."""
+    """A pull step: the lag the next one allows every call
+    (:func:`~elastic_coded.schemes.policies.pull_step.lag_after`; ``None``: a whole plan's
+    step, which leaves it as it was)."""
 
 
 def units(ctx, num_rows: int) -> int:

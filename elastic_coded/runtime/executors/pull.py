@@ -99,9 +99,8 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
              "stolen": getattr(q, "stolen", 0), "planned": _planned(plan),
              "decisions": loop.asking.asked, "t_decide": loop.asking.deciding_s}
     g.backups = q.backups
-    lag = ps.next_lag(q.lags, q.batch_s, ctx.pull_lag) if hasattr(q, "lags") else None
     return Y, Outcome(g, t2 - t1, time.perf_counter() - td, total, col.used_by, (), extra,
-                      collector=col, pull_rate=rate, pull_lag=lag)
+                      collector=col, pull_rate=rate, pull_lag=ps.lag_after(q, ctx.pull_lag))
 
 
 def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:

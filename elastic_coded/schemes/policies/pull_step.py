@@ -25,7 +25,8 @@ from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
            "mode_before_plan", "mode_and_next", "seen_slowed", "history_entry", "tick_of",
-           "SLOW_FACTOR", "LATE_FACTOR", "next_lag", "LAG_QUANTILE", "LAG_SAMPLES", "LAG_CAP"]
+           "SLOW_FACTOR", "LATE_FACTOR", "next_lag", "lag_after", "LAG_QUANTILE", "LAG_SAMPLES",
+           "LAG_CAP"]
 
 FINE = 3
 """Units per call of planned work: a machine's share comes in ``units`` calls of ``FINE`` units
@@ -69,6 +70,15 @@ def next_lag(lags, batch_s: float, prev: float = 0.0) -> float:
         return float(prev)
     q = float(np.quantile(lags, LAG_QUANTILE))
     return min(max(q, 0.0), LAG_CAP * max(float(batch_s), 0.0))
+
+
+def lag_after(queue, prev: float) -> float:
+    """The lag the next pull step allows after a step run by ``queue`` given ``prev``:
+    :func:`next_lag` of a coded queue's returned calls; ``prev`` after ``dynamic``'s queue,
+    which has no expected times."""
+    if isinstance(queue, pl.CodedQueue):
+        return next_lag(queue.lags, queue.batch_s, prev)
+    return float(prev)
 
 
 def unit_rates(available, speeds: Mapping, per: float) -> dict:

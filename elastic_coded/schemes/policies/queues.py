@@ -85,9 +85,8 @@ class CodedQueue(_Base):
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
         rs = self.running.get(m, [])
-        if rs and rs[0].key == key and rs[0].start is not None:
-            work = sum(self.products[r.unit] for r in rs if r.key == key)
-            self.lags.append(now - rs[0].start - work / self._rate(m))
+        if rs and rs[0].key == key and rs[0].start is not None:   # its start is known
+            self.lags.append(now - (self._head_due(m) - self.lag_s))
         self.returned.add(m)
         return super().finished(m, key, now, elapsed)
 
