@@ -21,7 +21,9 @@ also pays what the Ray runtime pays around the computation:
   machines' results back on its one call, so each of them costs ``round_trip_s /
   per_process``);
 * ``worker_call_s`` on the machine for every call (the worker's own time around the
-  computation), added to the call's duration;
+  computation), added to the call's duration; not to the busy time a machine's speed and a
+  pull queue's rates are measured on (the runtime's emulated machines report their paced
+  time, ``CallResult.busy_s``);
 * ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
   in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
   call in flight; the loop asks only the machines that may get work,

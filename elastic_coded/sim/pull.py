@@ -15,7 +15,9 @@ machines idle; the runtime's loop fills the same way, through the same
 
 * A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
   (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
-  * slowdown / speed`` (plus the cost's ``worker_call_s``).
+  * slowdown / speed`` (plus the cost's ``worker_call_s``); the queue learns the machine's
+  rate from the first part, its busy time, as the runtime's queue does from an emulated
+  machine's paced time.
 * A result files its units; a piece decodes at ``L`` distinct positions (one copy for
   ``dynamic``), and the calls the queue then names (:meth:`decoded`) are cancelled: a call
   computing stops at once and frees its machine, one waiting is dropped.
@@ -262,9 +264,12 @@ class _Run:
         c = self.cost
         now = (max(self.driver, t) + c.round_trip_s + self.scan) if c is not None else t
         self.driver = max(self.driver, now)
-        self.q.finished(m, key, now, dur)
+        # the machine's busy time, as the runtime's emulated machines report it (paced_s):
+        # its speed and the queue's rates are measured on it, not on the worker's own cost
+        busy = dur - c.worker_call_s if c is not None else dur
+        self.q.finished(m, key, now, busy)
         work = sum(self.q.products[u] for u in units) / self.total
-        self.measured.setdefault(m, (work * self.ts / dur, "value"))
+        self.measured.setdefault(m, (work * self.ts / busy, "value"))
         for u in units:
             if self.record:
                 self.filed.append((now, m, u))

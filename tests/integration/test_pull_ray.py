@@ -14,13 +14,14 @@ pytestmark = pytest.mark.ray
 
 F = field("gf(65521)")
 L, S = 3, 2
+SPEEDS = {f"m{i}": 1.0 + i % 3 for i in range(8)}
 
 
 @pytest.fixture(scope="module")
 def cl(ray_session):
     rng = np.random.default_rng(0)
     A = F.random((120, 6), rng)
-    ms = [{"id": f"m{i}", "speed": 1.0 + i % 3, "storage": 1.0} for i in range(8)]
+    ms = [{"id": m, "speed": v, "storage": 1.0} for m, v in SPEEDS.items()]
     # a time scale long enough that pulling pays (usctec-auto's "pull" mode) at 8 machines
     with ElasticCluster(A, L=L, S=S, machines=ms, field=F, time_scale=0.6,
                         placement="design") as c:
@@ -142,3 +143,29 @@ def test_each_pull_step_allows_the_lag_the_last_one_learnt(cl, coded_layouts):
     assert len(seen) == 3 and all(len(q.lags) > 0 for _, q in seen)
     for (lag, q), (nxt, _) in zip(seen, seen[1:]):
         assert nxt == ps.next_lag(q.lags, q.batch_s, lag) >= 0.0
+
+
+def test_a_pull_queue_measures_emulated_machines_on_their_busy_time(cl, monkeypatch):
+    """The coded queue learns each machine's rate from the time it was busy as emulated
+    (``CallResult.busy_s``, as its measured speed is), not from the worker's wall time, which
+    adds the host's own delays (on a crowded host, calls stretch at random and the queue would
+    steal and back up for nothing): every call's time is its work over its speed, times the
+    time scale and its slowdown, to the last rounding."""
+    from elastic_coded.schemes.policies import pull as pl
+
+    A, c = cl
+    seen, real = [], pl.CodedQueue.finished
+
+    def finished(self, m, key, now, elapsed):
+        work = sum(self.products[r.unit] for r in self.running.get(m, []) if r.key == key)
+        seen.append((m, work, elapsed))
+        return real(self, m, key, now, elapsed)
+
+    monkeypatch.setattr(pl.CodedQueue, "finished", finished)
+    slow = {"m2": 6.0}
+    B = F.random((6, 3), np.random.default_rng(5))
+    assert np.array_equal(c.multiply(B, policy="usctec-pull", events=StepEvents(slow=slow)),
+                          _mul(A, B))
+    per = [t * SPEEDS[m] / (slow.get(m, 1.0) * w) for m, w, t in seen if w > 0]
+    assert len(per) >= 8
+    assert max(per) - min(per) <= 1e-9 * max(per), per

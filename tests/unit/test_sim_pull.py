@@ -429,16 +429,45 @@ def _pull_case(policy: str, seed: int, cost):
 def test_the_coded_queues_decisions_are_paid_on_the_driver(seed, decide):
     """``decide_s`` is the driver's cost of each decision of the coded queue: the driver makes
     them one after another before the last piece decodes, so a step takes at least their
-    count times ``decide_s``, and no less than without them; ``dynamic``'s queue is not
-    charged (its cost is in ``call_s``)."""
+    count times ``decide_s``; ``dynamic``'s queue is not charged (its cost is in ``call_s``).
+    Not asserted: that a step is no faster with them.  A later decision can hand a unit to
+    another machine, and a greedy schedule is not monotone in its delays (seed 3 at 1 ms:
+    1.152 s with the charge, 1.163 s without)."""
     base = RuntimeCost(step_s=0.0, call_s=1e-4, round_trip_s=1e-4, plan_s=0.0)
     free = _pull_case("usctec-pull", seed, base)
     paid = _pull_case("usctec-pull", seed, replace(base, decide_s=decide))
     assert free.decisions >= free.calls > 0
     assert paid.time >= paid.decisions * decide
-    assert paid.time >= free.time - 1e-12
     dyn = [_pull_case("dynamic", seed, c) for c in (base, replace(base, decide_s=decide))]
     assert dyn[0].time == dyn[1].time and dyn[0].decisions > 0
+
+
+def test_the_simulated_queue_measures_machines_on_their_busy_time(monkeypatch):
+    """As the runtime's emulated machines report it, a call's time for the coded queue's
+    rates is the machine's busy time (its work over its effective speed, times the time
+    scale), not that plus the worker's cost per call."""
+    from elastic_coded.schemes.usctec import design_placement
+
+    seen, real = [], pl.CodedQueue.finished
+
+    def finished(self, m, key, now, elapsed):
+        work = sum(self.products[r.unit] for r in self.running.get(m, []) if r.key == key)
+        seen.append((m, work, elapsed))
+        return real(self, m, key, now, elapsed)
+
+    monkeypatch.setattr(pl.CodedQueue, "finished", finished)
+    n, L, S = 10, 3, 2
+    ids = [f"m{i}" for i in range(n)]
+    speeds = np.random.default_rng(4).uniform(1, 4, n)
+    placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=4)
+    plan = REGISTRY["usctec-pull"].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
+    eff = {m: s / (6.0 if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
+    cost = RuntimeCost(step_s=0.0, call_s=1e-4, round_trip_s=1e-4, worker_call_s=0.02)
+    total = pull_total(plan)
+    pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost)
+    assert len(seen) >= n
+    for m, w, t in seen:
+        assert t == pytest.approx(w / total * 20.0 / eff[m], rel=1e-12)
 
 
 @pytest.mark.parametrize("policy", ["usctec-pull", "dynamic"])
