@@ -56,6 +56,7 @@ import numpy as np
 
 from ..schemes.plan import Placement, PlanError, StepPlan
 from ..schemes.policies.rules import assign_recovery, backup_copies, speculation_start
+from .cost import taken_in
 
 __all__ = ["Speculation", "StepOutcome", "PlanCache", "step_time", "step_time_reference",
            "time_unit"]
@@ -224,11 +225,14 @@ class _Compiled:
 
 def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndarray,
              crashed: np.ndarray | None, est: np.ndarray, ts: float, crash_at: float,
-             spec: Speculation | None, offset: np.ndarray | None = None) -> StepOutcome:
+             spec: Speculation | None, offset: np.ndarray | None = None,
+             each: float = 0.0) -> StepOutcome:
     """One step of ``comp`` with effective speeds ``eff`` (speed / slowdown, aligned with the
     plan's machines).  ``index()`` gives the placement index (built only when needed).
     ``offset``: seconds added to each machine's own call (the runtime cost's dispatch and
-    worker time, :func:`~elastic_coded.sim.cost.dispatch_offsets`)."""
+    worker time, :func:`~elastic_coded.sim.cost.dispatch_offsets`); ``each``: the driver's
+    time to take in one result (:func:`~elastic_coded.sim.cost.take_in_each`), so that
+    speculation goes by the call times the driver sees."""
     L = comp.L
     f = comp.work / eff * ts
     if offset is not None:
@@ -250,7 +254,8 @@ def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndar
                                                  est, ts, crash_at)
     copies, t_spec = 0, math.inf
     if spec is not None and not lost:
-        copies, t_spec = _speculate(comp, index, kth, f, crashed, free, eff, ts, crash_at, spec)
+        copies, t_spec = _speculate(comp, index, kth, f, crashed, free, eff, ts, crash_at, spec,
+                                    each)
     if lost:
         step = math.inf
     else:
@@ -306,21 +311,25 @@ def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndar
 
 def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
                f: np.ndarray, crashed: np.ndarray | None, free: np.ndarray, eff: np.ndarray,
-               ts: float, crash_at: float, spec: Speculation) -> tuple[int, float]:
+               ts: float, crash_at: float, spec: Speculation,
+               each: float = 0.0) -> tuple[int, float]:
     """Backup copies (module docstring; the copies by
-    :func:`~elastic_coded.schemes.policies.rules.backup_copies`); updates ``kth`` and ``free``
-    in place.  Returns ``(copies, t*)``."""
+    :func:`~elastic_coded.schemes.policies.rules.backup_copies`), going by when the driver
+    has taken each result in (``each`` apiece, as the runtime's deadline measures a call's
+    time); updates ``kth`` and ``free`` in place.  Returns ``(copies, t*)``."""
     if comp.K != 1:
         raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
                          f"L={comp.plan.L}, S={comp.plan.S}")
     orig = comp.piece_idx[:, 0]
     f_live = f if crashed is None else np.where(crashed, np.inf, f)
-    t_star = speculation_start(np.append(f_live, np.inf)[orig], spec.multiplier,
+    seen = taken_in(f_live, each) if each > 0 else f_live
+    t_star = speculation_start(np.append(seen, np.inf)[orig], spec.multiplier,
                                spec.min_completed(orig.size))
     if not math.isfinite(t_star):
         return 0, t_star
-    # calls still in flight at t*: a machine's own call, unless it returned or its crash was noticed
-    own = f_live if crashed is None else np.where(crashed, crash_at * f, f_live)
+    # calls still in flight at t*: a machine's own call, unless it was taken in or its crash
+    # was noticed
+    own = seen if crashed is None else np.where(crashed, crash_at * f, seen)
     due = np.flatnonzero((comp.work > 0) & (own > t_star))
     if not due.size:
         return 0, t_star

@@ -30,7 +30,7 @@ from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
 from ..schemes.usctec import validate
-from .cost import dispatch_offsets, driver_finish
+from .cost import dispatch_offsets, driver_finish, take_in_each
 from .executor import Speculation, _Compiled, _execute
 from .lagrange_lies import repair_lies
 from .learn import _learn
@@ -65,7 +65,8 @@ def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
     process, plus copies and re-dispatches)."""
     cost = env.cost if cost is None else cost
     offset = dispatch_offsets(comp.work > 0, cost) if cost is not None else None
-    out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset)
+    each = take_in_each(cost) if cost is not None else 0.0
+    out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset, each)
     t = out.time
     if cost is not None and math.isfinite(t):
         t = driver_finish(out.finish, t, cost) + cost.step_cost(comp.n)
@@ -91,18 +92,18 @@ def _record_lies(rec, name: str, step: int, fix) -> None:
         rec.detail(name, key, step, v)
 
 
-def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail, cost) -> dict:
-    """The speeds a whole step's gather measures: ``work * time_scale / elapsed`` of the calls
-    that returned by ``T`` ("value"), and ``work * time_scale / T`` of those still running
-    ("upper"); crashed machines tell nothing."""
-    w = cost.worker_call_s if cost is not None else 0.0
+def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail) -> dict:
+    """The speeds a whole step's gather measures: ``work * time_scale / busy`` of the calls
+    that returned by ``T`` ("value"; the busy time, without the worker's own cost, as the
+    runtime's emulated machines report it), and ``work * time_scale / T`` of those still
+    running ("upper"); crashed machines tell nothing."""
     res = {}
     for i in np.flatnonzero(comp.work > 0):
         if lost is not None and lost[i]:
             continue
         work = float(comp.work[i])
         if out.finish[i] <= T:
-            res[avail[i]] = (work * ts / (work * ts / float(eff[i]) + w), "value")
+            res[avail[i]] = (work * ts / (work * ts / float(eff[i])), "value")
         elif T > 0:
             res[avail[i]] = (work * ts / T, "upper")
     return res
@@ -239,7 +240,7 @@ class PulledRun(WholeRun):
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
             out, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
-            measured = whole_measured(whole, out, e, c, env.ts, out.time, avail, env.cost)
+            measured = whole_measured(whole, out, e, c, env.ts, out.time, avail)
             T = lie_cost(whole, self.store.index, out, T, _sel(ctx.lying, take), e, c, env,
                          rec, name, t)
             rec.copies[name][t] = out.copies

@@ -201,6 +201,28 @@ def test_speculation_hand_checked():
         step_time(coded, pl, np.ones(N), speculation=Speculation())
 
 
+def test_speculation_goes_by_the_times_the_driver_takes_results_in():
+    """The same step with the driver taking each result in 0.01 s after the one before (the
+    runtime's deadline measures a call's time when it takes the result in): the nine on time
+    are taken in at 0.11 .. 0.19, m3's at 0.51.  With 8 (75%) taken in by 0.18 the median is
+    0.145 and 1.5x it is 0.2175, past the ninth (0.19); with nine the median is 0.15, so
+    t* = 0.225 and the copy ends at 0.325 (0.15 and 0.25 without the take-in time)."""
+    from elastic_coded.sim.cost import taken_in
+    from elastic_coded.sim.executor import _Compiled, _execute, _PlacementIndex
+
+    assert taken_in(np.array([0.3, 0.1, np.inf, 0.1]), 0.05).tolist() == \
+        pytest.approx([0.35, 0.15, np.inf, 0.2])
+    N = 10
+    pl = cyclic_placement(1000, ids(N), 2, 1)
+    plan = get_policy("uncoded")(pl, sorted(ids(N)), np.ones(N), 2, 1)
+    eff = np.array([0.2 if m == "m3" else 1.0 for m in plan.available])
+    out = _execute(_Compiled(plan), lambda: _PlacementIndex(pl), eff, None, np.ones(N), 1.0,
+                   0.5, Speculation(1.5, 0.75), None, 0.01)
+    assert out.t_speculate == pytest.approx(0.225)
+    assert out.copies == 1
+    assert out.time == pytest.approx(0.325)
+
+
 def test_usctec_beats_uncoded_and_speculative_with_stragglers():
     res = simulate(30, 30, L=4, S=2, delays=IIDStragglers(k=2, factor=5), policies=ALL,
                    design_samples=2)

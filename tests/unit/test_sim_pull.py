@@ -372,9 +372,9 @@ def test_whole_plan_cost_hand_checked():
                     worker_call_s=0.003, per_process=2)
     off = dispatch_offsets(np.array([True, False, True, True]), c)
     assert off.tolist() == pytest.approx([0.013, 0.0, 0.013, 0.023])
-    # results at 1.0 and 1.01, 0.01 each (two machines per process's stream): the second
-    # waits for the driver (1.01), taken in by 1.02; the one at 5.0 is not waited for
-    assert driver_finish(np.array([1.0, 1.01, 5.0]), 1.01, c) == pytest.approx(1.02)
+    # results at 1.0 and 1.01, 0.02 each (each streamed result is taken in on its own): the
+    # second waits for the driver (1.02), taken in by 1.04; the one at 5.0 is not waited for
+    assert driver_finish(np.array([1.0, 1.01, 5.0]), 1.01, c) == pytest.approx(1.04)
 
 
 def _pull_with_wakes(seed: int, scan: float):
