@@ -52,6 +52,10 @@ def test_machines_share_processes_and_die_alone(ray_session):
     for h in hs.values():
         assert _store(h, A) == 6
     kill(hs["m0"])  # m0 and m1 share a process: m1 lives on
+    # kill() does not wait, and an async actor may start a later call first: wait for it
+    deadline = time.time() + 20
+    while "m0" in ray.get(hs["m0"].host.hosted.remote()) and time.time() < deadline:
+        time.sleep(0.05)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(hs["m0"].compute.remote(_call(6), B))
     out = ray.get(hs["m1"].compute.remote(_call(6), B))
