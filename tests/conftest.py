@@ -56,3 +56,21 @@ def coded_layouts(monkeypatch):
 
     monkeypatch.setattr(ps, "layout", layout)
     return seen
+
+
+@pytest.fixture
+def queue_call_times(monkeypatch):
+    """Each call a coded pull queue was told had finished, in order: ``(machine, its
+    products, the time the queue was given for it)`` (the runtime's executor and the simulator
+    both tell it through ``CodedQueue.finished``)."""
+    from elastic_coded.schemes.policies import pull as pl
+
+    seen, real = [], pl.CodedQueue.finished
+
+    def finished(self, m, key, now, elapsed):
+        work = sum(self.products[r.unit] for r in self.running.get(m, []) if r.key == key)
+        seen.append((m, work, elapsed))
+        return real(self, m, key, now, elapsed)
+
+    monkeypatch.setattr(pl.CodedQueue, "finished", finished)
+    return seen

@@ -145,23 +145,14 @@ def test_each_pull_step_allows_the_lag_the_last_one_learnt(cl, coded_layouts):
         assert nxt == ps.next_lag(q.lags, q.batch_s, lag) >= 0.0
 
 
-def test_a_pull_queue_measures_emulated_machines_on_their_busy_time(cl, monkeypatch):
+def test_a_pull_queue_measures_emulated_machines_on_their_busy_time(cl, queue_call_times):
     """The coded queue learns each machine's rate from the time it was busy as emulated
     (``CallResult.busy_s``, as its measured speed is), not from the worker's wall time, which
     adds the host's own delays (on a crowded host, calls stretch at random and the queue would
     steal and back up for nothing): every call's time is its work over its speed, times the
     time scale and its slowdown, to the last rounding."""
-    from elastic_coded.schemes.policies import pull as pl
-
     A, c = cl
-    seen, real = [], pl.CodedQueue.finished
-
-    def finished(self, m, key, now, elapsed):
-        work = sum(self.products[r.unit] for r in self.running.get(m, []) if r.key == key)
-        seen.append((m, work, elapsed))
-        return real(self, m, key, now, elapsed)
-
-    monkeypatch.setattr(pl.CodedQueue, "finished", finished)
+    seen = queue_call_times
     slow = {"m2": 6.0}
     B = F.random((6, 3), np.random.default_rng(5))
     assert np.array_equal(c.multiply(B, policy="usctec-pull", events=StepEvents(slow=slow)),

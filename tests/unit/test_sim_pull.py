@@ -442,20 +442,13 @@ def test_the_coded_queues_decisions_are_paid_on_the_driver(seed, decide):
     assert dyn[0].time == dyn[1].time and dyn[0].decisions > 0
 
 
-def test_the_simulated_queue_measures_machines_on_their_busy_time(monkeypatch):
+def test_the_simulated_queue_measures_machines_on_their_busy_time(queue_call_times):
     """As the runtime's emulated machines report it, a call's time for the coded queue's
     rates is the machine's busy time (its work over its effective speed, times the time
     scale), not that plus the worker's cost per call."""
     from elastic_coded.schemes.usctec import design_placement
 
-    seen, real = [], pl.CodedQueue.finished
-
-    def finished(self, m, key, now, elapsed):
-        work = sum(self.products[r.unit] for r in self.running.get(m, []) if r.key == key)
-        seen.append((m, work, elapsed))
-        return real(self, m, key, now, elapsed)
-
-    monkeypatch.setattr(pl.CodedQueue, "finished", finished)
+    seen = queue_call_times
     n, L, S = 10, 3, 2
     ids = [f"m{i}" for i in range(n)]
     speeds = np.random.default_rng(4).uniform(1, 4, n)
