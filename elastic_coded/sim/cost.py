@@ -22,10 +22,12 @@ also pays what the Ray runtime pays around the computation:
   machines on 2 cores it took 46 streamed results in over 15-18 ms, 0.35-0.4 ms apiece.  The
   deadline's backups of a whole plan go by these times, as the runtime's do (it measures a
   call's time when it takes the result in: :func:`taken_in`);
-* ``worker_call_s`` on the machine for every call (the worker's own time around the
-  computation), added to the call's duration; not to the busy time a machine's speed and a
-  pull queue's rates are measured on (the runtime's emulated machines report their paced
-  time, ``CallResult.busy_s``);
+* ``worker_call_s`` on the machine for every call (the worker's own time taking the call
+  in), paid as the call arrives, before it may start: the runtime's worker is an async actor
+  and takes a queued call in while it computes the one before, so only a call to an idle
+  machine waits for it.  It is not in the busy time a machine's speed and a pull queue's
+  rates are measured on (the runtime's emulated machines report their paced time,
+  ``CallResult.busy_s``);
 * ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
   in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
   call in flight; the loop asks only the machines that may get work,
@@ -74,7 +76,7 @@ class RuntimeCost:
     plan_s: float = 0.005
     """The controller's planning per step (including its round trip)."""
     worker_call_s: float = 0.001
-    """A worker's own time per call, added to the call's duration."""
+    """A worker's own time per call, paid as the call arrives (module docstring)."""
     per_process: int = 4
     """Machines one worker process hosts (a whole plan's calls are one per process)."""
     machine_s: float = 0.0

@@ -15,9 +15,11 @@ machines idle; the runtime's loop fills the same way, through the same
 
 * A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
   (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
-  * slowdown / speed`` (plus the cost's ``worker_call_s``); the queue learns the machine's
-  rate from the first part, its busy time, as the runtime's queue does from an emulated
-  machine's paced time.
+  * slowdown / speed``, its busy time, from which the queue learns the machine's rate (as the
+  runtime's queue does from an emulated machine's paced time).  The cost's ``worker_call_s``
+  is paid when the call arrives, before it may start: the runtime's worker is an async actor
+  and takes a queued call in while it computes the one before, so a queued call's cost is
+  hidden and only a call to an idle machine waits for it.
 * A result files its units; a piece decodes at ``L`` distinct positions (one copy for
   ``dynamic``), and the calls the queue then names (:meth:`decoded`) are cancelled: a call
   computing stops at once and frees its machine, one waiting is dropped.
@@ -182,8 +184,10 @@ class _Run:
                 arrive = max(arrive, self.host)
         else:
             arrive = now
+        if c is not None:  # the worker takes the call in, even while it computes the one before
+            arrive += c.worker_call_s
         work = sum(self.q.products[u] for u in units)
-        dur = work / self.total * self.ts / self.eff[m] + (c.worker_call_s if c else 0.0)
+        dur = work / self.total * self.ts / self.eff[m]
         key = self.seq
         self.seq += 1
         crash = m in self.crashed and m not in self.sent_first
@@ -266,10 +270,9 @@ class _Run:
         self.driver = max(self.driver, now)
         # the machine's busy time, as the runtime's emulated machines report it (paced_s):
         # its speed and the queue's rates are measured on it, not on the worker's own cost
-        busy = dur - c.worker_call_s if c is not None else dur
-        self.q.finished(m, key, now, busy)
+        self.q.finished(m, key, now, dur)
         work = sum(self.q.products[u] for u in units) / self.total
-        self.measured.setdefault(m, (work * self.ts / busy, "value"))
+        self.measured.setdefault(m, (work * self.ts / dur, "value"))
         for u in units:
             if self.record:
                 self.filed.append((now, m, u))

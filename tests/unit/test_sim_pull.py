@@ -411,8 +411,8 @@ def test_the_driver_wakes_while_stragglers_units_fall_overdue():
     assert sum(woke) >= 5, woke
 
 
-def _pull_case(policy: str, seed: int, cost):
-    """A pull step of 10 machines, two of them 6x slow, under ``cost``."""
+def _pull_case(policy: str, seed: int, cost, slow: float = 6.0):
+    """A pull step of 10 machines, two of them ``slow`` times slower, under ``cost``."""
     from elastic_coded.schemes.usctec import design_placement
 
     n, L, S = 10, 3, 2
@@ -420,7 +420,7 @@ def _pull_case(policy: str, seed: int, cost):
     speeds = np.random.default_rng(seed).uniform(1, 4, n)
     placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=seed)
     plan = REGISTRY[policy].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
-    eff = {m: s / (6.0 if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
+    eff = {m: s / (slow if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
     return pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost)
 
 
@@ -461,6 +461,21 @@ def test_the_simulated_queue_measures_machines_on_their_busy_time(queue_call_tim
     assert len(seen) >= n
     for m, w, t in seen:
         assert t == pytest.approx(w / total * 20.0 / eff[m], rel=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["usctec-pull", "dynamic"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_workers_cost_of_a_queued_call_is_hidden_behind_the_one_before(policy, seed):
+    """``worker_call_s`` is paid as a call arrives, while its machine may still compute the
+    call before (the runtime's worker takes queued calls in as it paces the running one): on
+    machines without stragglers, with 8-11 calls each and nothing else charged, a 50 ms worker
+    cost adds less than two calls' cost to the step, not one per call.  (With stragglers the
+    tail's steals go to idle machines, which do wait for it.)"""
+    base = RuntimeCost(step_s=0.0, call_s=0.0, round_trip_s=0.0, plan_s=0.0, worker_call_s=0.0)
+    free = _pull_case(policy, seed, base, slow=1.0)
+    paid = _pull_case(policy, seed, replace(base, worker_call_s=0.05), slow=1.0)
+    assert paid.calls >= 8 * 10
+    assert paid.time - free.time < 2 * 0.05, (free.time, paid.time)
 
 
 @pytest.mark.parametrize("policy", ["usctec-pull", "dynamic"])
