@@ -94,16 +94,16 @@ def _record_lies(rec, name: str, step: int, fix) -> None:
 
 def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail) -> dict:
     """The speeds a whole step's gather measures: ``work * time_scale / busy`` of the calls
-    that returned by ``T`` ("value"; the busy time, without the worker's own cost, as the
-    runtime's emulated machines report it), and ``work * time_scale / T`` of those still
-    running ("upper"); crashed machines tell nothing."""
+    that returned by ``T`` ("value": the machine's effective speed, as its busy time leaves
+    out the worker's own cost, as the runtime's emulated machines report it), and ``work *
+    time_scale / T`` of those still running ("upper"); crashed machines tell nothing."""
     res = {}
     for i in np.flatnonzero(comp.work > 0):
         if lost is not None and lost[i]:
             continue
         work = float(comp.work[i])
         if out.finish[i] <= T:
-            res[avail[i]] = (work * ts / (work * ts / float(eff[i])), "value")
+            res[avail[i]] = (float(eff[i]), "value")
         elif T > 0:
             res[avail[i]] = (work * ts / T, "upper")
     return res
