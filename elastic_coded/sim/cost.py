@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-__all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish", "take_in_each", "taken_in"]
+__all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish", "taken_in"]
 
 
 @dataclass(frozen=True)
@@ -166,13 +166,6 @@ def dispatch_offsets(has_work: np.ndarray, cost: RuntimeCost) -> np.ndarray:
     return np.where(has, out, 0.0)
 
 
-def take_in_each(cost: RuntimeCost) -> float:
-    """The driver's time to take in one result of a whole plan: ``round_trip_s`` (each
-    machine's result of a worker process's stream is taken in on its own; module
-    docstring)."""
-    return cost.round_trip_s
-
-
 def taken_in(finish: np.ndarray, each: float) -> np.ndarray:
     """When the driver has taken in each result (``finish``: when each call returned,
     ``inf``: never), one after another in arrival order, ``each`` seconds apiece."""
@@ -189,8 +182,9 @@ def taken_in(finish: np.ndarray, each: float) -> np.ndarray:
 
 def driver_finish(finish: np.ndarray, end: float, cost: RuntimeCost) -> float:
     """When the driver has taken in every result of a whole plan that came by ``end`` (the
-    step's last needed one), :func:`take_in_each` apiece, one after another in arrival order:
-    the step's end on the driver."""
+    step's last needed one), ``round_trip_s`` apiece (each machine's result of a worker
+    process's stream is taken in on its own; module docstring), one after another in arrival
+    order: the step's end on the driver."""
     f = np.asarray(finish, dtype=np.float64)
-    t = taken_in(f[f <= end], take_in_each(cost))
+    t = taken_in(f[f <= end], cost.round_trip_s)
     return max(float(t.max()), end) if t.size else end

@@ -231,7 +231,7 @@ def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndar
     plan's machines).  ``index()`` gives the placement index (built only when needed).
     ``offset``: seconds added to each machine's own call (the runtime cost's dispatch and
     worker time, :func:`~elastic_coded.sim.cost.dispatch_offsets`); ``each``: the driver's
-    time to take in one result (:func:`~elastic_coded.sim.cost.take_in_each`), so that
+    time to take in one result (the cost's ``round_trip_s``), so that
     speculation goes by the call times the driver sees."""
     L = comp.L
     f = comp.work / eff * ts

@@ -182,10 +182,9 @@ class _Run:
             if c.host_cpus:  # the host's cores take the calls' CPU work in turn
                 self.host = max(self.host, now) + c.host_call_s / c.host_cpus
                 arrive = max(arrive, self.host)
+            arrive += c.worker_call_s  # taken in even while the call before computes
         else:
             arrive = now
-        if c is not None:  # the worker takes the call in, even while it computes the one before
-            arrive += c.worker_call_s
         work = sum(self.q.products[u] for u in units)
         dur = work / self.total * self.ts / self.eff[m]
         key = self.seq

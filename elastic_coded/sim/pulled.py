@@ -30,7 +30,7 @@ from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
 from ..schemes.usctec import validate
-from .cost import dispatch_offsets, driver_finish, take_in_each
+from .cost import dispatch_offsets, driver_finish
 from .executor import Speculation, _Compiled, _execute
 from .lagrange_lies import repair_lies
 from .learn import _learn
@@ -65,7 +65,7 @@ def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
     process, plus copies and re-dispatches)."""
     cost = env.cost if cost is None else cost
     offset = dispatch_offsets(comp.work > 0, cost) if cost is not None else None
-    each = take_in_each(cost) if cost is not None else 0.0
+    each = cost.round_trip_s if cost is not None else 0.0
     out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset, each)
     t = out.time
     if cost is not None and math.isfinite(t):
