@@ -145,6 +145,17 @@ class CodedQueue(_Base):
         self.returned.add(m)
         return super().finished(m, key, now, elapsed)
 
+    def dropped(self, m, key, now: float) -> None:
+        """A call cancelled while computing past its expected end bounds its machine's
+        rate: it did not finish its work in the time it ran, less the lag."""
+        rs = self.running.get(m, [])
+        if rs and rs[0].key == key and rs[0].start is not None:
+            work = sum(self.products[r.unit] for r in rs if r.key == key)
+            ran = now - rs[0].start - self.lag_s
+            if ran > 0 and work / ran < self._rate(m):
+                self.rate[m] = work / ran
+        super().dropped(m, key, now)
+
     def lost(self, m) -> None:
         """``m`` died: its running and its queued units go back to the queue."""
         super().lost(m)
@@ -270,18 +281,25 @@ class CodedQueue(_Base):
         for piece, lst in fin.items():
             if piece in self.complete or m not in self.holders[piece]:
                 continue
-            used = self.done.get(piece, set()) | {u.position for _, u in lst}
-            free = [p for p in range(self.K) if p not in used]
-            k = self.need - len(self.done.get(piece, set()))   # results still needed
-            if not free or k <= 0 or k > len(lst):
+            done = self.done.get(piece, set())
+            at: dict = {}   # position under way -> its soonest expected finish
+            for t, u in lst:
+                if u.position not in done:
+                    at[u.position] = min(at.get(u.position, float("inf")), t)
+            k = self.need - len(done)   # results still needed
+            if k <= 0 or k > len(at):
                 continue
-            times = sorted(t for t, _ in lst)
+            free = [p for p in range(self.K) if p not in at and p not in done]
+            # no free position: a copy of the position expected last
+            position = free[0] if free else max(at, key=lambda p: (at[p], p))
+            times = sorted(at.values())
             unit = lst[0][1]
             mine = mine_free + self.products[unit] / self._rate(m) + self.lag_s
+            # the copy turns the last finish T into min(T, mine): the same k-th as adding mine
             gain = times[k - 1] - sorted(times + [mine])[k - 1]
             if gain > self.margin * (times[k - 1] - now) and \
                     (best is None or gain > best[0] or (gain == best[0] and piece < best[1])):
-                best = (gain, piece, replace(unit, position=free[0]))
+                best = (gain, piece, replace(unit, position=position))
         return None if best is None else best[2]
 
 

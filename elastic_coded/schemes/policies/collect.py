@@ -59,6 +59,8 @@ class LagrangeCollector:
             if tuple(task.rows) == tuple(group_rows) and task.position not in self.results[pi]:
                 self.late.setdefault(pi, {}).setdefault(task.position, (machine, H))
             return False
+        if task.position in self.results[pi]:   # a copy of a position in hand
+            return False
         H = self._whole(group_rows, pi, task.position, task.rows, H)
         if H is None:  # a part of a re-planned task; the rest is still to come
             return True

@@ -8,19 +8,23 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   holds a short queue of units ``(sub-group, position)``.  The ``S`` redundant positions of the
   code are never dispatched up front: they are *coded backups*, computed by machines that would
   otherwise sit idle, for the pieces whose ``L``-th result is expected last, and useful whoever
-  finishes first.  A machine that runs out of work also takes queued units from the machine
-  expected to finish last (work stealing).  A call's units are expected back when the call
-  ends: its work at the machine's rate, plus the lag the last pull step's calls showed beyond
-  their work (:func:`~.pull_step.next_lag`); past that it is overdue, expected to take as long
-  again as it has so far, and the units queued behind it no longer cover their piece.  A
-  machine given nothing *naps* for a twentieth of a call's expected time (at least 5 ms)
-  unless one of its calls ends or a machine is lost, so steals and backups start at most that
-  late; one with nothing it could do at any time (no queue left to steal from, no
-  backup candidate among the pieces it stores) rests until one of those pieces changes, and one
-  with no queue left to steal from whose candidates cannot pay before a time they bound
-  (:func:`~.queues.pays_no_sooner`: the expected finishes grow at most twice as fast as the
-  clock until a call on time falls overdue) naps until then, or until one of those pieces
-  changes and its twentieth has passed.
+  finishes first.  When every position of such a piece is done or under way (two stragglers
+  on one piece use up ``S = 2``), the backup is a copy of the position expected last, the first
+  copy to arrive counting.  A machine that runs out of work also takes queued units from the
+  machine expected to finish last (work stealing).  A call's units are expected back when the
+  call ends: its work at the machine's rate, plus the lag the last pull step's calls showed
+  beyond their work (:func:`~.pull_step.next_lag`); past that it is overdue, expected to take
+  as long again as it has so far, and the units queued behind it no longer cover their piece;
+  once cancelled, it bounds its machine's rate for the rest of the step (its work over the
+  time it ran, less the lag), so a straggler whose units were all outrun is not given the last
+  backups at the speed it was planned with.  A machine given nothing *naps* for a twentieth of
+  a call's expected time (at least 5 ms) unless one of its calls ends or a machine is lost, so
+  steals and backups start at most that late; one with nothing it could do at any time (no
+  queue left to steal from, no backup candidate among the pieces it stores) rests until one of
+  those pieces changes, and one with no queue left to steal from whose candidates cannot pay
+  before a time they bound (:func:`~.queues.pays_no_sooner`: the expected finishes grow at
+  most twice as fast as the clock until a call on time falls overdue) naps until then, or
+  until one of those pieces changes and its twentieth has passed.
   :class:`CodedQueue` holds the rules.
 * ``dynamic``: the baseline a Ray user writes by hand (:class:`DynamicQueue`): ``A``'s rows cut
   into equal uncoded chunks, every machine pulling the next chunk among the rows it stores, and,

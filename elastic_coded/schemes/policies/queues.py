@@ -90,6 +90,21 @@ class CodedQueue(_Base):
         self.returned.add(m)
         return super().finished(m, key, now, elapsed)
 
+    def dropped(self, m, key, now: float) -> None:
+        """The call ``key`` on ``m`` was cancelled.  One cancelled while computing past its
+        expected end bounds ``m``'s speed: it did not finish its work in the time it ran (less
+        the lag), so ``m`` is expected no faster than that for the rest of the step (a
+        straggler whose calls are all outrun would otherwise keep the rate it was planned with,
+        and be given the last backups)."""
+        rs = self.running.get(m, [])
+        if rs and rs[0].key == key and rs[0].start is not None:
+            work = sum(self.products[r.unit] for r in rs if r.key == key)
+            ran = now - rs[0].start - self.lag_s
+            if ran > 0 and work / ran < self._rate(m):
+                self.rate[m] = work / ran
+                self._mtouch(m)
+        super().dropped(m, key, now)
+
     def lost(self, m) -> None:
         """``m`` died: its running and its queued units go back to the queue."""
         super().lost(m)
@@ -276,11 +291,16 @@ class CodedQueue(_Base):
         return None
 
     def _candidate(self, piece: int, now: float):
-        """For a piece running and not decoded, with a free position and results still due:
-        ``(expected finishes sorted, k, a unit, free position)``, ``k`` the results it still
-        needs; else ``None``.  Read from the calls running it; kept while none of them changes
-        (:meth:`_bump`) and none of their machines is overdue (then for the instant only: the
-        calls, positions and counts are kept, the expected finishes read again)."""
+        """For a piece running and not decoded, with results still due: ``(expected finishes
+        sorted, k, a unit, position)``, ``k`` the results it still needs, one finish per
+        position under way (the soonest of its calls); else ``None``.  The position is a free
+        one, or, when every position is done or under way, a copy of the one expected last
+        (:meth:`_backup` gains the same either way: a copy finishing at ``x`` turns the last
+        finish ``T`` into ``min(T, x)``, and the ``k``-th of those is the ``k``-th of the
+        finishes with ``x`` added, ``k`` being at most their number).  Read from the calls
+        running it; kept while none of them changes (:meth:`_bump`) and none of their machines
+        is overdue (then for the instant only: the calls and positions are kept, the expected
+        finishes read again)."""
         ver = self._pver.get(piece, 0)
         got = self._cands.get(piece)
         if got is not None and got[0] == ver:
@@ -292,36 +312,40 @@ class CodedQueue(_Base):
         out, until = None, math.inf
         if shape is not None:
             calls, k, unit, free, until = shape
-            ends, times = self._ends, []
-            for m, key, count in calls:
+            ends, at = self._ends, {}
+            for m, key, positions in calls:
                 t = ends(m, now)[1][key]
-                times.extend([t] * count)
-            times.sort()
-            out = (times, k, unit, free)
+                for p in positions:
+                    if t < at.get(p, math.inf):
+                        at[p] = t
+            if free is None:   # every position done or under way: copy the one expected last
+                free = max(at, key=lambda p: (at[p], p))
+            out = (sorted(at.values()), k, unit, free)
         self._cands[piece] = (ver, until, now, out, shape)
         return out
 
     def _shape(self, piece: int):
         """What :meth:`_candidate` reads of a piece that does not depend on the time:
-        ``([(machine, call key, units of the piece)], k, a unit, free position, when the
-        first of the calls' machines is overdue)``, or ``None`` for no candidate."""
+        ``([(machine, call key, positions of the piece not done)], k, a unit, a free position
+        or None, when the first of the calls' machines is overdue)``, or ``None`` for no
+        candidate."""
         calls = self._by_piece.get(piece)
         if not calls or piece in self.complete:
             return None
-        shape, used, first, until, n = [], set(), None, math.inf, 0
+        done = self.done.get(piece, set())
+        shape, used, first, until = [], set(), None, math.inf
         for vk in calls:   # each call's units share its end
             mine = [u for u in self._calls[vk][1] if u.piece == piece]
             if mine:
                 first = mine[0] if first is None else first
-                shape.append((vk[0], vk[1], len(mine)))
-                used.update(u.position for u in mine)
-                n += len(mine)
+                positions = tuple(u.position for u in mine if u.position not in done)
+                if positions:
+                    shape.append((vk[0], vk[1], positions))
+                    used.update(positions)
             until = min(until, self._head_due(vk[0]))
-        done = self.done.get(piece, set())
-        used |= done
-        free = next((p for p in range(self.K) if p not in used), None)
+        free = next((p for p in range(self.K) if p not in used and p not in done), None)
         k = self.need - len(done)   # results still needed
-        if free is None or not 0 < k <= n:
+        if not 0 < k <= len(used):
             return None
         return shape, k, first, free, until
 
@@ -340,8 +364,9 @@ class CodedQueue(_Base):
 
     def _backup(self, m, now: float):
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
-        last, if ``m`` would make it come sooner (by ``margin`` of the time left at least; of
-        equal gains, the lowest piece)."""
+        last, or a copy of its position expected last when none is unused (:meth:`_candidate`),
+        if ``m`` would make it come sooner (by ``margin`` of the time left at least; of equal
+        gains, the lowest piece)."""
         mine_free = self._free_at(m, now)
         rate = self._rate(m)
         best, running, complete, bare = None, self._by_piece, self.complete, True
