@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from elastic_coded.schemes.policies.queue_times import outrun_rate
+
 @dataclass
 class _Running:
     unit: object
@@ -147,13 +149,12 @@ class CodedQueue(_Base):
 
     def dropped(self, m, key, now: float) -> None:
         """A call cancelled while computing past its expected end bounds its machine's
-        rate: it did not finish its work in the time it ran, less the lag."""
-        rs = self.running.get(m, [])
-        if rs and rs[0].key == key and rs[0].start is not None:
-            work = sum(self.products[r.unit] for r in rs if r.key == key)
-            ran = now - rs[0].start - self.lag_s
-            if ran > 0 and work / ran < self._rate(m):
-                self.rate[m] = work / ran
+        rate (the rule itself is the queue's, :func:`~elastic_coded.schemes.policies.
+        queue_times.outrun_rate`: it keeps no index)."""
+        bound = outrun_rate(self.running.get(m, []), key, self.products, self._rate(m), now,
+                            self.lag_s)
+        if bound is not None:
+            self.rate[m] = bound
         super().dropped(m, key, now)
 
     def lost(self, m) -> None:

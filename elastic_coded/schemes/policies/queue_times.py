@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["pays_no_sooner"]
+__all__ = ["pays_no_sooner", "outrun_rate"]
 
 
 def _call_ends(rs: list, products: dict, rate: float, now: float, lag: float = 0.0) -> tuple:
@@ -56,3 +56,16 @@ def _kth_with(times: list, k: int, x: float) -> float:
     if x >= times[k - 1]:
         return times[k - 1]
     return x if k == 1 else max(times[k - 2], x)
+
+
+def outrun_rate(rs: list, key, products: dict, rate: float, now: float,
+                lag: float = 0.0) -> float | None:
+    """The rate of a machine whose call ``key`` is cancelled at ``now`` while it computes past
+    its expected end: the call's work over the time it ran, less ``lag`` (it did not finish in
+    that time), when below ``rate``; ``None`` for a call not started (``rs``: the machine's
+    running units, its calls in order) or cancelled in time, which says nothing of the speed."""
+    if not rs or rs[0].key != key or rs[0].start is None:
+        return None
+    work = sum(products[r.unit] for r in rs if r.key == key)
+    ran = now - rs[0].start - lag
+    return work / ran if ran > 0 and work / ran < rate else None

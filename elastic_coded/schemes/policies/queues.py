@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from .dynamic_queue import DynamicQueue
 from .queue_base import _Base
-from .queue_times import _call_ends, _kth_with, pays_no_sooner
+from .queue_times import _call_ends, _kth_with, outrun_rate, pays_no_sooner
 
 __all__ = ["CodedQueue", "DynamicQueue", "NAP_SHARE", "NAP_MIN_S", "pays_no_sooner"]
 
@@ -96,13 +96,11 @@ class CodedQueue(_Base):
         the lag), so ``m`` is expected no faster than that for the rest of the step (a
         straggler whose calls are all outrun would otherwise keep the rate it was planned with,
         and be given the last backups)."""
-        rs = self.running.get(m, [])
-        if rs and rs[0].key == key and rs[0].start is not None:
-            work = sum(self.products[r.unit] for r in rs if r.key == key)
-            ran = now - rs[0].start - self.lag_s
-            if ran > 0 and work / ran < self._rate(m):
-                self.rate[m] = work / ran
-                self._mtouch(m)
+        bound = outrun_rate(self.running.get(m, []), key, self.products, self._rate(m), now,
+                            self.lag_s)
+        if bound is not None:
+            self.rate[m] = bound
+            self._mtouch(m)
         super().dropped(m, key, now)
 
     def lost(self, m) -> None:
