@@ -40,7 +40,10 @@ machines idle; the runtime's loop fills the same way, through the same
   of its calls and cancellations (:meth:`~elastic_coded.sim.cost.RuntimeCost.host_floor`).
   With ``host_cpus``, the host's cores are a second server: each call sent adds
   ``host_call_s / host_cpus`` of work to it and each cancellation ``host_cancel_s /
-  host_cpus``, and a call starts no sooner than the host has done the work sent before it.
+  host_cpus``, and a call starts no sooner than the host has done the work sent before it,
+  or, given a random generator (the runner gives one a step), after a uniform share of twice
+  that wait (the cores take the waiting work in no particular order:
+  :func:`~elastic_coded.sim.cost.host_wait`).
 
 Times are seconds when ``time_scale`` is (the coded rules compare them with seconds: the cost
 of a call ``call_cost_s`` and the 5 ms wake-up floor).
@@ -55,7 +58,7 @@ from dataclasses import dataclass, field
 from ..schemes.policies.asking import Asking
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
-from .cost import RuntimeCost
+from .cost import RuntimeCost, host_wait
 from .lagrange_lies import Decoded, LieRepair, repair
 
 __all__ = ["PullOutcome", "pull_step", "pull_total", "pull_products"]
@@ -124,8 +127,9 @@ class _Run:
 
     def __init__(self, sub, q, eff: dict, ts: float, total: int, depth: int, crashed: set,
                  crash_at: float, cost: RuntimeCost | None, record: bool,
-                 lying: frozenset = frozenset()):
+                 lying: frozenset = frozenset(), rng=None):
         self.sub, self.q, self.eff, self.ts, self.total, self.depth = sub, q, eff, ts, total, depth
+        self.rng = rng           # the host's order of service (None: the order sent)
         self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
         self.machines = {m: _Machine() for m in sub.available}
         self.order = tuple(sub.available)
@@ -179,9 +183,9 @@ class _Run:
         if c is not None:
             self.driver = max(self.driver, now) + c.call_s
             arrive = self.driver
-            if c.host_cpus:  # the host's cores take the calls' CPU work in turn
+            if c.host_cpus:  # the host's cores take the calls' CPU work, in no set order
                 self.host = max(self.host, now) + c.host_call_s / c.host_cpus
-                arrive = max(arrive, self.host)
+                arrive += host_wait(self.host - arrive, self.rng)
             arrive += c.worker_call_s  # taken in even while the call before computes
         else:
             arrive = now
@@ -337,20 +341,23 @@ class _Run:
 def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *,
               crashed=(), options: pl.PullOptions | None = None, cost: RuntimeCost | None = None,
               crash_at: float = 0.5, total: int | None = None, record: bool = False,
-              lying=(), lag_s: float = 0.0) -> PullOutcome:
+              lying=(), lag_s: float = 0.0, rng=None) -> PullOutcome:
     """Simulate one pull step of ``plan`` (module docstring).  ``eff``: each machine's
     effective speed (speed over slowdown) and ``estimates`` the controller's speed estimates,
     mappings over ``plan.available``; ``crashed``: machines that die mid-step (their first
     call fails); ``lying``: machines whose results are wrong (used as any, paid for after the
     decode, :mod:`~elastic_coded.sim.lagrange_lies`).  ``total``: the products of the step
     (:func:`pull_total` by default); ``lag_s``: the lag the coded queue allows every call,
-    learnt by the step before (:attr:`PullOutcome.lag_s`)."""
+    learnt by the step before (:attr:`PullOutcome.lag_s`); ``rng``: a
+    :class:`numpy.random.Generator` for the order in which the host's cores (``cost.host_cpus``)
+    take the waiting calls in (:func:`~elastic_coded.sim.cost.host_wait`; ``None``: the order
+    sent)."""
     opts = options or pl.PullOptions()
     total = int(total) if total is not None else pull_total(plan)
     rates = ps.unit_rates(plan.available, estimates, total / time_scale)
     sub, q = ps.layout(plan, placement, total, rates, opts, lag_s)
     run = _Run(sub, q, dict(eff), float(time_scale), total, opts.depth, set(crashed), crash_at,
-               cost, record, frozenset(lying))
+               cost, record, frozenset(lying), rng)
     t = run.run(ps.tick_of(q))
     lies = None
     if run.lying:

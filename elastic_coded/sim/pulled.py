@@ -228,7 +228,7 @@ class PulledRun(WholeRun):
                             env.ts, crashed=crashed, options=env.pull_options, cost=cost,
                             crash_at=env.crash_at,
                             lying=() if lie is None else tuple(m for m, x in zip(avail, lie) if x),
-                            lag_s=self.lag_s)
+                            lag_s=self.lag_s, rng=np.random.default_rng([env.seed, t]))
             T, measured, self.lag_s = out.time, out.measured, out.lag_s
             if out.lies is not None:
                 _record_lies(rec, name, t, out.lies)

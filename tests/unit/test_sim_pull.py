@@ -411,8 +411,9 @@ def test_the_driver_wakes_while_stragglers_units_fall_overdue():
     assert sum(woke) >= 5, woke
 
 
-def _pull_case(policy: str, seed: int, cost, slow: float = 6.0):
-    """A pull step of 10 machines, two of them ``slow`` times slower, under ``cost``."""
+def _pull_case(policy: str, seed: int, cost, slow: float = 6.0, rng=None):
+    """A pull step of 10 machines, two of them ``slow`` times slower, under ``cost`` (``rng``:
+    the host's order of service, ``pull_step``'s)."""
     from elastic_coded.schemes.usctec import design_placement
 
     n, L, S = 10, 3, 2
@@ -421,7 +422,7 @@ def _pull_case(policy: str, seed: int, cost, slow: float = 6.0):
     placement = design_placement(20 * n, ids, [0.8] * n, speeds, L, S, samples=1, seed=seed)
     plan = REGISTRY[policy].plan(placement, tuple(ids), tuple(speeds.tolist()), L, S)
     eff = {m: s / (slow if i < 2 else 1.0) for i, (m, s) in enumerate(zip(ids, speeds))}
-    return pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost)
+    return pull_step(plan, placement, eff, dict(zip(ids, speeds)), 20.0, cost=cost, rng=rng)
 
 
 @FAST
