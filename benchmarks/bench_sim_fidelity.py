@@ -18,8 +18,10 @@ Cases: ``stragglers`` at ``M`` = 12 and 48 and ideal steps of 50 ms, 357 ms and 
 step after step, as a user running it would (:func:`runtime_each`): interleaved on one
 cluster, a policy's step began with the last policy's leftovers (a pull step's hundreds of
 cancelled calls: 20% of a 50 ms step at 48 machines), and waiting for those to clear left out
-a policy's own, which the calibrated cost counts.  ``--quick``: ``M`` = 6, 50 ms, 3 steps,
-stragglers only.
+a policy's own, which the calibrated cost counts.  The 50 ms cases are run :data:`REPEATS`
+times, each policy on a fresh cluster each time, and their steps pooled: one run's ratio to
+``dynamic`` is not reproducible to the goal's 15% there.  ``--quick``: ``M`` = 6, 50 ms, 3
+steps, stragglers only, one run.
 
 Per policy: the runtime's median step, the simulator's (without and with the cost), their
 ratio; each policy's median over ``dynamic``'s in both.  Goals: the ratio to ``dynamic``
@@ -54,6 +56,13 @@ CHURN = {"seed": 5, "random": {"leave": 0.05, "crash": 0.05, "join": 0.05, "per_
                                "join_speed": [1, 4], "join_storage": 1.0,
                                "min_machines": L + S + 2}}
 RATIO_GOAL, ABS_GOAL = 0.15, 0.20
+REPEATS, REPEAT_BELOW_S = 3, 0.1
+"""Where the ideal step is under ``REPEAT_BELOW_S`` the runtime replays a case ``REPEATS`` times,
+each policy on a fresh cluster each time (the policies in turn, so drift over the case hits
+them alike), and the steps of every run are pooled.  There the host is overloaded (a step takes
+2-5x its ideal time) and one run's ratio to ``dynamic`` moved from 0.80x to 1.17x between four
+runs of the same trace (``usctec-pull``, 48 machines, 50 ms, 12 steps), more than the goal's
+15%."""
 
 
 def slowdown_table(steps: int, M: int, seed: int = 11) -> np.ndarray:
@@ -152,7 +161,9 @@ def _median(v) -> float:
     return float(np.median(v)) if v.size else float("nan")
 
 
-def compare(rt: dict, sim0: dict, sim1: dict) -> dict:
+def compare(rt: dict, sim0: dict, sim1: dict, runs: list | None = None) -> dict:
+    """Per policy: the medians (the runtime's over every run's steps), their ratios and the
+    goals met; with ``runs`` (each run's medians), the ratio to ``dynamic`` of each run."""
     out = {}
     d_rt, d0, d1 = (_median(x["dynamic"]) for x in (rt, sim0, sim1))
     for p in POLICIES:
@@ -162,24 +173,35 @@ def compare(rt: dict, sim0: dict, sim1: dict) -> dict:
                "runtime_vs_dynamic": r / d_rt, "sim_vs_dynamic": a / d0,
                "sim_cost_vs_dynamic": b / d1}
         row["vs_dynamic_error"] = row["sim_cost_vs_dynamic"] / row["runtime_vs_dynamic"] - 1
+        if runs:
+            row["runtime_vs_dynamic_runs"] = [r[p] / r["dynamic"] for r in runs]
         row["ratio_met"] = abs(row["vs_dynamic_error"]) <= RATIO_GOAL
         row["abs_met"] = abs(row["sim_cost_over_runtime"] - 1) <= ABS_GOAL
         out[p] = row
     return out
 
 
-def run_case(name: str, M: int, ideal_s: float, steps: int, cost, rng) -> dict:
+def run_case(name: str, M: int, ideal_s: float, steps: int, cost, rng,
+             repeats: int | None = None) -> dict:
     churn = name == "churn"
     trace = make_case(M, steps, churn)
     ts = ideal_s * float(trace.configured[:M].sum())
+    if repeats is None:
+        repeats = REPEATS if ideal_s < REPEAT_BELOW_S else 1
     t0 = time.time()
-    got = runtime_each(trace, ts, rng)
-    rt, extra = got["times"], ({"membership_match": got["membership_match"]} if churn else {})
+    runs = [runtime_each(trace, ts, rng) for _ in range(repeats)]
+    rt = {p: [t for r in runs for t in r["times"][p]] for p in POLICIES}
+    per_run = [{p: _median(r["times"][p]) for p in POLICIES} for r in runs]
+    extra = {"runtime_runs": per_run} if repeats > 1 else {}
+    if churn:
+        extra["membership_match"] = {p: float(np.mean([r["membership_match"][p] for r in runs]))
+                                     for p in POLICIES}
     wall = time.time() - t0
     sim0, sim1 = simulated(trace, ts, None), simulated(trace, ts, cost)
-    print(f"  {name} M={M} {ideal_s:g} s: runtime {wall:.0f} s", flush=True)
-    return {"name": name, "M": M, "ideal_s": ideal_s, "steps": steps, "time_scale": ts,
-            "counts": trace.counts(), "runtime_s": wall, "policies": compare(rt, sim0, sim1),
+    print(f"  {name} M={M} {ideal_s:g} s: runtime {wall:.0f} s ({repeats} runs)", flush=True)
+    return {"name": name, "M": M, "ideal_s": ideal_s, "steps": steps, "repeats": repeats,
+            "time_scale": ts, "counts": trace.counts(), "runtime_s": wall,
+            "policies": compare(rt, sim0, sim1, per_run if repeats > 1 else None),
             "runtime": rt, "sim": sim0, "sim_cost": sim1, **extra}
 
 
@@ -190,7 +212,8 @@ def resimulate(res: dict, cost, source: str) -> dict:
         trace = make_case(case["M"], case["steps"], case["name"] == "churn")
         sim0 = simulated(trace, case["time_scale"], None)
         sim1 = simulated(trace, case["time_scale"], cost)
-        case.update(sim=sim0, sim_cost=sim1, policies=compare(case["runtime"], sim0, sim1))
+        case.update(sim=sim0, sim_cost=sim1,
+                    policies=compare(case["runtime"], sim0, sim1, case.get("runtime_runs")))
     res.update(cost=cost.to_dict(), cost_source=source)
     if not res["command"].endswith("(simulator columns: --resim)"):
         res["command"] += " (simulator columns: --resim)"
@@ -202,7 +225,8 @@ def to_markdown(res: dict) -> str:
     lines = [f"# Simulator against runtime ({res['tag']})", "",
              f"Same seeded traces (TraceDelays stragglers; churn script for `churn`), L={L}, "
              f"S={S}, speeds 1..4, learning off, deadline {DEADLINE:g}, {res['steps']} measured "
-             f"steps per policy after {WARM} warm-up steps, every runtime product checked "
+             f"steps per policy after {WARM} warm-up steps{_repeats_text(res)}, every runtime "
+             f"product checked "
              f"against numpy, on {res['machine']['cpus']} shared CPUs (runtime figures are "
              f"noisy).  Cost: {res['cost_source']} (step {1e3 * c['step_s']:.1f} ms, call "
              f"{1e3 * c['call_s']:.2f} ms, result {1e3 * c['round_trip_s']:.2f} ms, plan "
@@ -218,13 +242,31 @@ def to_markdown(res: dict) -> str:
                 f"| {case['name']} | {case['M']} | {case['ideal_s']:g} s | {p} | "
                 f"{r['runtime_median_s']:.3f} s | {r['sim_median_s']:.3f} s | "
                 f"{r['sim_cost_median_s']:.3f} s | {r['sim_cost_over_runtime']:.2f}x | "
-                f"{'yes' if r['abs_met'] else 'no'} | {r['runtime_vs_dynamic']:.2f}x | "
+                f"{'yes' if r['abs_met'] else 'no'} | {_ratio_cell(r)} | "
                 f"{r['sim_cost_vs_dynamic']:.2f}x | {'yes' if r['ratio_met'] else 'no'} |")
     n = sum(len(c["policies"]) for c in res["cases"])
     ok_r = sum(r["ratio_met"] for c in res["cases"] for r in c["policies"].values())
     ok_a = sum(r["abs_met"] for c in res["cases"] for r in c["policies"].values())
     lines += ["", f"Met: ratio to dynamic {ok_r}/{n}, absolute median {ok_a}/{n}."]
     return "\n".join(lines) + "\n"
+
+
+def _repeats_text(res: dict) -> str:
+    """What the table's header says of the cases run more than once (:data:`REPEATS`)."""
+    more = sorted({c.get("repeats", 1) for c in res["cases"]} - {1})
+    if not more:
+        return ""
+    return (f" (where the ideal step is under {REPEAT_BELOW_S:g} s, {more[0]} runs, each policy on "
+            f"a fresh cluster each run, the steps pooled; the runs' ratios to dynamic in "
+            f"brackets)")
+
+
+def _ratio_cell(row: dict) -> str:
+    """The runtime's ratio to ``dynamic``, with the range of the runs' ratios where a case was
+    run more than once (:data:`REPEATS`)."""
+    runs = row.get("runtime_vs_dynamic_runs")
+    cell = f"{row['runtime_vs_dynamic']:.2f}x"
+    return cell + (f" ({min(runs):.2f}-{max(runs):.2f})" if runs and len(runs) > 1 else "")
 
 
 def plot(res: dict, out_dir: str) -> list:
@@ -289,7 +331,8 @@ def run(quick: bool = False, out_dir: str | None = None, cost_path: str | None =
     cmd = "python benchmarks/bench_sim_fidelity.py" + (" --quick" if quick else "")
     res = {"tag": "quick" if quick else "full", "steps": steps, "command": cmd,
            "cost": cost.to_dict(), "cost_source": source,
-           "cases": [run_case(n, M, s, steps, cost, rng) for n, M, s in cases],
+           "cases": [run_case(n, M, s, steps, cost, rng, 1 if quick else None)
+                     for n, M, s in cases],
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "ray": ray.__version__}}
     res["wall_s"] = time.time() - t0
