@@ -11,8 +11,8 @@ import numpy as np
 from elastic_coded.sim import RuntimeCost, simulate
 from elastic_coded.sim.cost import host_wait
 
-# a host the calls overload: 10 machines on 2 cores at 30 ms of CPU a call, 20 s steps of
-# 20 products a machine (see test_sim_pull._pull_case)
+# a host the calls overload: 30 ms of CPU a call over 2 cores, for the 10 machines of
+# test_sim_pull._pull_case
 BUSY = RuntimeCost(step_s=0.0, call_s=1e-4, round_trip_s=1e-4, plan_s=0.0, host_cpus=2,
                    host_call_s=0.03, host_cancel_s=0.005)
 
