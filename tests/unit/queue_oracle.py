@@ -144,8 +144,13 @@ class CodedQueue(_Base):
         self.returned: set = set()
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
+        """The step's first call back from ``m`` sets its rate to what the call showed."""
+        first = m not in self.returned
         self.returned.add(m)
-        return super().finished(m, key, now, elapsed)
+        mine = super().finished(m, key, now, elapsed)
+        if first and mine and elapsed > 0:
+            self.rate[m] = sum(self.products[u] for u in mine) / elapsed
+        return mine
 
     def dropped(self, m, key, now: float) -> None:
         """A call cancelled while computing past its expected end bounds its machine's
