@@ -11,8 +11,11 @@ Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.
   finishes first.  When every position of such a piece is done or under way (two stragglers
   on one piece use up ``S = 2``), the backup is a copy of the position expected last, the first
   copy to arrive counting.  A machine that runs out of work also takes queued units from the
-  machine expected to finish last (work stealing).  A call's units are expected back when the
-  call ends: its work at the machine's rate, plus the lag the last pull step's calls showed
+  machine expected to finish last (work stealing).  A machine's rate is the one the step was
+  planned with until its first call comes back, then what that call showed (this step's
+  slowdown, which the plan cannot know), and after that the mean of the rate and each call's.
+  A call's units are expected back when the call ends: its work at the machine's rate, plus
+  the lag the last pull step's calls showed
   beyond their work (:func:`~.pull_step.next_lag`); past that it is overdue, expected to take
   as long again as it has so far, and the units queued behind it no longer cover their piece;
   once cancelled, it bounds its machine's rate for the rest of the step (its work over the
