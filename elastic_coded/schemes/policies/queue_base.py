@@ -154,13 +154,18 @@ class _Base:
         self._restart(m, now)
         if mine and elapsed > 0:
             obs = sum(self.products[u] for u in mine) / elapsed
-            self.rate[m] = obs if m not in self.rate else 0.5 * (self.rate[m] + obs)
+            self.rate[m] = self._next_rate(m, obs)
             self._mtouch(m)
         for u in mine:
             self.done.setdefault(u.piece, set()).add(u.position)
         self._bump(u.piece for u in mine)
         self._touch()
         return mine
+
+    def _next_rate(self, m, obs: float) -> float:
+        """``m``'s rate after a call came back at ``obs`` products per second: the mean with
+        the rate it had (``obs`` itself when it had none)."""
+        return obs if m not in self.rate else 0.5 * (self.rate[m] + obs)
 
     def dropped(self, m, key, now: float) -> None:
         """The call ``key`` on ``m`` was cancelled."""

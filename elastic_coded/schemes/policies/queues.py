@@ -84,21 +84,20 @@ class CodedQueue(_Base):
         self._stuck_of: dict = {}    # m (overdue) -> [(piece, position)] it counts as stuck
 
     def finished(self, m, key, now: float, elapsed: float) -> list:
-        """The call ``key`` came back from ``m``.  The first call ``m`` returns in the step
-        sets its rate to what that call showed (its products over ``elapsed``, the busy time),
-        not to the mean with the rate it was planned with, as later calls do: the plan's rate
-        knows nothing of this step's slowdown, and a straggler 5x slow would still be expected
-        at 1.7x and given calls three times too long."""
         rs = self.running.get(m, [])
         if rs and rs[0].key == key and rs[0].start is not None:   # its start is known
             self.lags.append(now - (self._head_due(m) - self.lag_s))
-        first = m not in self.returned
-        self.returned.add(m)
         mine = super().finished(m, key, now, elapsed)
-        if first and mine and elapsed > 0:
-            self.rate[m] = sum(self.products[u] for u in mine) / elapsed
-            self._mtouch(m)
+        self.returned.add(m)
         return mine
+
+    def _next_rate(self, m, obs: float) -> float:
+        """The first call ``m`` returns in the step sets its rate to what that call showed
+        (``obs``: its products over its busy time), not to the mean with the rate it was planned
+        with, as later calls do: the plan's rate knows nothing of this step's slowdown, and a
+        straggler 5x slow would still be expected at 1.7x and given calls three times too
+        long."""
+        return obs if m not in self.returned else super()._next_rate(m, obs)
 
     def dropped(self, m, key, now: float) -> None:
         """The call ``key`` on ``m`` was cancelled.  One cancelled while computing past its
