@@ -58,7 +58,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field as dc_field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -117,6 +117,10 @@ class Sketch:
     exponent: int = 0
     """Reals: the sketch is of ``A 2^-exponent`` (``0`` unless ``A``'s entries lie outside
     ``2^+-SAFE``, :mod:`~elastic_coded.algebra.scaling`; then ``A`` is a scaled copy)."""
+    u_norms: dict = dc_field(default_factory=dict, repr=False)
+    """``{(a, b): (||U[:, a:b]||_F, ||U[:, a:b]||_2)}`` of the row ranges checked so far (reals):
+    they depend on ``U`` alone, and each is a pass over ``t x (b - a)`` values that a check
+    of a long matvec would otherwise pay every step (:func:`_u_norms`)."""
 
     @property
     def t(self) -> int:
@@ -198,6 +202,24 @@ def _sketch_rows(sketch: Sketch, a: int, b: int) -> tuple[np.ndarray, float, int
             Z = F.add(Z, F.matmul(sketch.U[:, lo:hi], sketch.A[lo:hi]))
             norm_sq += _sq(sketch, lo, hi)
     return Z, norm_sq, cb - ca + 2
+
+
+U_NORMS_KEPT = 1024
+"""Row ranges whose :func:`_u_norms` a sketch keeps (a plan's pieces, over a few plans)."""
+
+
+def _u_norms(sketch: Sketch, a: int, b: int) -> tuple[float, float]:
+    """``(||U[:, a:b]||_F, ||U[:, a:b]||_2)``, computed once per row range
+    (:attr:`Sketch.u_norms`)."""
+    got = sketch.u_norms.get((a, b))
+    if got is None:
+        Us = sketch.U[:, a:b]
+        got = (float(np.linalg.norm(Us)),
+               math.sqrt(max(0.0, float(np.linalg.eigvalsh(Us @ Us.T)[-1]))))
+        if len(sketch.u_norms) >= U_NORMS_KEPT:
+            sketch.u_norms.clear()
+        sketch.u_norms[(a, b)] = got
+    return got
 
 
 def _sq(sketch: Sketch, a: int, b: int) -> float:
@@ -294,8 +316,7 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition:
         return CheckResult(bad == 0, float(bad), 0.0, float(left.size))
     w = b - a
     nA, nB, nY = math.sqrt(norm_sq), float(np.linalg.norm(B)), float(np.linalg.norm(Y))
-    nU = float(np.linalg.norm(Us))
-    nU2 = math.sqrt(max(0.0, float(np.linalg.eigvalsh(Us @ Us.T)[-1])))
+    nU, nU2 = _u_norms(sketch, a, b)
     err_Y = rounding_bound(n + extra_terms, condition, nA, nB)
     scale = float(np.linalg.norm(right))
     rounding = 1.01 * (gamma(w) * nU * nY + gamma(w + adds) * nU * nA * nB

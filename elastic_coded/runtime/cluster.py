@@ -524,7 +524,7 @@ class ElasticCluster:
             **self._verifier.last.fields())
         self._tell()  # one not told yet goes first
         self._untold = StepMeasured(policy, measured, report.t_total, out.t_decode,
-                                    len(stragglers))
+                                    len(stragglers), g.slowest)
         self.reports.append(report)
         self._step += 1
         self._present = [m for m in prep.speeds if m not in gone]

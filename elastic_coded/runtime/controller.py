@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 
 import ray
 
 from ..machines import MachineSpec
 from ..schemes.families import Setup, make_family
+from ..schemes.policies.rules import REPLAN_SPEED_CHANGE_REAL
 from ..schemes.registry import REGISTRY, register_policy
 from ..schemes.wire import (Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepMeasured,
                             StepRequest, packed_reply)
@@ -34,6 +36,13 @@ from .transfer import RayTransfer
 __all__ = ["Controller", "MachineSpec", "StepRequest", "PreparedStep"]
 
 log = logging.getLogger(__name__)
+
+
+NODE_CHECK_S = 0.5
+"""A step asks Ray's node table and drain notices at most this often (or every health interval,
+if shorter): two GCS queries cost the controller 4-5 ms of CPU, as much as a whole short step's
+planning, and the deaths they would show are seen sooner by the step's own failed calls (the
+health loop checks drains every ``health_interval`` as well)."""
 
 
 def _locked(method):
@@ -74,6 +83,9 @@ class Controller:
         fam = make_family(family, Setup(int(num_rows), int(L), int(S), F, seed, options,
                                         placement, tuple(masters), row_prefix))
         self.storage = Storage(fam, self.members, self.io, L=L, S=S)
+        if self.time_scale == 0:  # measured speeds are noisy: keep a plan through small moves
+            self.storage.replan_speed_change = REPLAN_SPEED_CHANGE_REAL
+            self.storage.cost_aware = True
         self.health_interval = health_interval
         self._health = None
         self.drains = Drains()  # machines planned out for a drain notice (:mod:`.drain`)
@@ -82,6 +94,7 @@ class Controller:
         self._lock = asyncio.Lock()
         self._auto_count = 0
         self._metrics = None
+        self._nodes_checked = -math.inf  # when a step last asked Ray's node table
 
     # -- helpers -------------------------------------------------------------------------------
     async def _spawn(self, specs: list[MachineSpec], prefix: str | None = None) -> None:
@@ -302,7 +315,10 @@ class Controller:
         if request.report is not None:
             self._take(request.report)
         self._apply_deaths()
-        await self.check_nodes()
+        now = time.monotonic()
+        if now - self._nodes_checked >= min(NODE_CHECK_S, self.health_interval):
+            self._nodes_checked = now
+            await self.check_nodes()
         plan, moved = await self.storage.prepare(request)
         present = sorted(self.members.table)
         mem = self.members.table
@@ -351,6 +367,7 @@ class Controller:
 
     def _take(self, outcome: StepMeasured) -> None:
         policy = outcome.policy
+        self.storage.step_s = outcome.slowest_s
         if self.learn:
             self.members.learn(outcome.measured)
         try:

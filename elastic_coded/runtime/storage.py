@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
 from ..errors import BudgetError, PlanError, StepFailed
 from ..schemes.families import Change, Family
-from ..schemes.policies.rules import REPLAN_SPEED_CHANGE, assign_recovery, speeds_close
+from ..schemes.policies.rules import REPLAN_SPEED_CHANGE, assign_recovery, keep_plan
 from ..schemes.wire import StepRequest, TaskSpec
 from .members import Members
 
@@ -71,8 +72,13 @@ class Storage:
         self.redesign: str | None = None
         self.values_moved = 0
         self.deferred: dict = {}  # shrinks a repair left for the next (a step may be running)
-        self.plans: dict = {}  # policy -> (key, speeds, plan), reused while nothing changed
+        # (policy, modes) -> (key, speeds, plan, serial), reused while nothing changed: one per
+        # execution, so that usctec-auto's lean and eager steps in turn keep a plan each
+        self.plans: dict = {}
         self.replan_speed_change = REPLAN_SPEED_CHANGE
+        self.cost_aware = False  # keep a plan while a fresh one would save less than it costs
+        self.step_s: float | None = None  # the last step's slowest result used (its compute)
+        self.plan_s: float | None = None  # what the last fresh plan took to make
         self._settled: tuple | None = None  # (what a repair saw, the state it left unchanged)
         # plans made so far, counted from a random start: a driver holds plans by serial
         # (``StepRequest.held``), and a controller that replaces one that died must never take
@@ -241,22 +247,28 @@ class Storage:
     def plan(self, request: StepRequest, S: int):
         """The step's plan for the machines present (by id), reused while the policy, ``S``,
         the inputs' columns, the machines and the storage are unchanged and no speed estimate
-        moved by more than :data:`REPLAN_SPEED_CHANGE` from the one planned with (a family
+        moved by more than :data:`REPLAN_SPEED_CHANGE` from the one planned with (with
+        :attr:`cost_aware`, also while a fresh plan would save less than it costs:
+        :func:`~elastic_coded.schemes.policies.rules.keep_plan`; a family
         whose ``state_key`` is ``None`` plans every step anew).  Speeds only make a plan
         faster or slower, never wrong: a plan is valid for its machines and storage."""
         present = self.members.present(sort=True)
         key = (request.policy, S, request.n_cols, tuple(request.modes), present.machines,
                self.family.state_key())
         speeds = tuple(present.speeds.values())
-        cached = self.plans.get(request.policy)
+        slot = (request.policy, tuple(request.modes))
+        cached = self.plans.get(slot)
+        costs = (self.step_s, self.plan_s) if self.cost_aware else ()
         if key[-1] is not None and cached is not None and cached[0] == key \
-                and speeds_close(cached[1], speeds, self.replan_speed_change):
+                and keep_plan(cached[1], speeds, self.replan_speed_change, *costs):
             self.plan_serial = cached[3]
             return cached[2]
+        t0 = time.perf_counter()
         plan = self.family.plan(request.policy, present, S, request)
+        self.plan_s = time.perf_counter() - t0
         self.serials += 1
         self.plan_serial = self.serials
-        self.plans[request.policy] = (key, speeds, plan, self.plan_serial)
+        self.plans[slot] = (key, speeds, plan, self.plan_serial)
         return plan
 
     def holders_of(self, plan) -> dict:

@@ -61,7 +61,7 @@ from ..options import VerifyOptions, split_flat
 from ..errors import ToleranceExceeded, VerificationError
 from .context import StepContext
 from .family_setup import matrix_of
-from .verify_common import StepState, relative
+from .verify_common import StepState
 from .verify_hetero import HeteroChecks
 from .verify_lagrange import LagrangeChecks
 from .verify_unified import UnifiedChecks
@@ -179,16 +179,18 @@ class Verifier:
             Y, bound = self.checks.check(ctx, X, Y, out, prep, state)
         else:
             bound = (None, None, None)
-        est = self._estimate(state, Y)
+        nY = _NormOf()  # ||Y||, taken once for the estimate and the bound (a pass over Y)
+        est = self._estimate(state, Y, nY)
         if self._over(est) and out.collector is not None:
             better = self.checks.improve(ctx, X, Y, out, state)
             if better is not None:
                 Y, bound = better
-                est = self._estimate(state, Y)
+                nY = _NormOf()
+                est = self._estimate(state, Y, nY)
         if self._over(est):
             self._too_far(ctx.step, bound[0], est[1])
         excluded = self._count(state.caught)
-        vb = self._accepted_bound(state, bound[1], Y)
+        vb = self._accepted_bound(state, bound[1], Y, nY)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
                             tuple(sorted(state.repaired)), state.recomputed, excluded, *bound,
                             time.perf_counter() - t0, *vb, *est,
@@ -196,14 +198,13 @@ class Verifier:
         self._tolerance_check(ctx.step)
         return Y
 
-    def _estimate(self, state, Y) -> tuple:
+    def _estimate(self, state, Y, nY: "_NormOf") -> tuple:
         """``(estimated_error, its relative form)`` from the checks that accepted the outputs
         (``(None, None)`` over finite fields or unverified)."""
         if self.F.exact or not state.accepted:
             return None, None
         est = math.sqrt(sum(c.estimated_error() ** 2 for c in state.accepted.values()))
-        ys = Y if isinstance(Y, list) else [Y]
-        return est, relative(est, np.concatenate([np.ravel(y) for y in ys]))
+        return est, nY.relative(est, Y)
 
     def _over(self, est) -> bool:
         # NaN (the check's own arithmetic overflowed near float64's limit) says nothing: not over
@@ -217,7 +218,7 @@ class Verifier:
             f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "
             f"use a finite field, {hint}, or tolerance=None to accept it", condition, rel)
 
-    def _accepted_bound(self, state, bound, Y) -> tuple:
+    def _accepted_bound(self, state, bound, Y, nY: "_NormOf") -> tuple:
         """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
         bound their errors whoever computed them (the outputs tile the product: in squares)."""
         if not state.accepted:
@@ -226,8 +227,7 @@ class Verifier:
             return 0.0, 0.0
         acc = math.sqrt(sum(c.accepted_error() ** 2 for c in state.accepted.values()))
         vb = max(float(bound), acc)
-        ys = Y if isinstance(Y, list) else [Y]
-        return vb, relative(vb, np.concatenate([np.ravel(y) for y in ys]))
+        return vb, nY.relative(vb, Y)
 
     def _count(self, caught) -> tuple:
         """The machines ``caught`` that this step brings to ``exclude_after`` catches (the
@@ -264,3 +264,19 @@ class Verifier:
         same id starts afresh)."""
         self._armed.discard(machine)
         self.counts.pop(machine, None)
+
+
+class _NormOf:
+    """``relative(bound, Y)`` for one product ``Y`` (an array, or hetero's list of them), its
+    norm taken on first use and kept: the estimate and the accepted bound both divide by it."""
+
+    def __init__(self):
+        self.flat = None
+
+    def relative(self, bound: float, Y) -> float:
+        if self.flat is None:
+            ys = Y if isinstance(Y, list) else [Y]
+            self.flat = np.ravel(ys[0]) if len(ys) == 1 else np.concatenate(
+                [np.ravel(y) for y in ys])
+            self.norm = norm(self.flat)
+        return bound / self.norm if self.norm > 0 else (0.0 if bound == 0 else math.inf)

@@ -27,7 +27,7 @@ import numpy as np
 import ray
 
 from ..algebra.fields import field as make_field
-from ..algebra.sparse import is_sparse, stack_rows, take_rows
+from ..algebra.sparse import is_sparse, row_view, stack_rows, take_rows
 from ..schemes.wire import Call, CallResult, packed_result, unpacked
 
 __all__ = ["Machine", "MachineDied"]
@@ -207,7 +207,7 @@ class Machine:
         a, b = rows
         for s0, s1, arr in self.stores.get(source, []):
             if s0 <= a and b <= s1:
-                return arr[a - s0:b - s0]
+                return row_view(arr, a - s0, b - s0)
         raise KeyError(f"machine {self.id} does not store rows {a}:{b} of {source}")
 
     # -- compute -------------------------------------------------------------------------------

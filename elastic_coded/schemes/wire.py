@@ -236,6 +236,8 @@ class StepMeasured:
     t_total: float
     t_decode: float
     stragglers: int
+    slowest_s: float | None = None
+    """The slowest result the step used (its compute, as the machines saw it), or ``None``."""
 
 
 @dataclass(frozen=True)

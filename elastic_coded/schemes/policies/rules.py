@@ -37,12 +37,20 @@ from . import hetero as het
 
 __all__ = ["recovery_target", "assign_recovery", "backup_due", "backup_target", "backup_copies",
            "speculation_start", "hetero_needs_replan", "top_up", "top_up_time", "paced",
-           "quorum_time", "speeds_close", "REPLAN_SPEED_CHANGE"]
+           "quorum_time", "speeds_close", "keep_plan", "REPLAN_SPEED_CHANGE",
+           "REPLAN_SPEED_CHANGE_REAL"]
 
 REPLAN_SPEED_CHANGE = 0.1
 """A plan is made anew once some machine's speed estimate moved by more than this fraction
 from the estimate it was planned with (loads follow speeds: a smaller move costs a step at
 most this fraction of its time)."""
+
+REPLAN_SPEED_CHANGE_REAL = 0.3
+""":data:`REPLAN_SPEED_CHANGE` for machines at their real speed (``time_scale = 0``): measured
+speeds of processes sharing a host's cores move by 10-25% from step to step with no change in
+the machines, and a fresh plan cost the controller 5-15 ms of CPU on the cores the machines
+compute on (six machines on two cores: as much as a short step); a stopped or contended
+process moves by far more and is planned anew at once."""
 
 
 def speeds_close(planned: Sequence[float], now: Sequence[float],
@@ -52,6 +60,25 @@ def speeds_close(planned: Sequence[float], now: Sequence[float],
     if len(planned) != len(now):
         return False
     return all(abs(b - a) <= change * abs(a) for a, b in zip(planned, now))
+
+
+def keep_plan(planned: Sequence[float], now: Sequence[float], change: float,
+              step_s: float | None = None, plan_s: float | None = None) -> bool:
+    """Whether a plan made for the speed estimates ``planned`` is kept for ``now`` (the same
+    machines, in the same order): while :func:`speeds_close` within ``change``, and, given the
+    last step's compute ``step_s`` (its slowest result used) and what the plan cost to make
+    ``plan_s``, also while the most a fresh plan could save is below that cost.  The plan
+    balanced for ``planned`` takes ``step_s``; under ``now`` its machines take ``step_s
+    planned/now`` each, the slowest setting the step, and a fresh plan about ``step_s
+    sum(planned)/sum(now)``.  A short step's noisy speeds are not worth a plan; a machine
+    that stopped moves by orders of magnitude and is planned anew."""
+    if speeds_close(planned, now, change):
+        return True
+    if step_s is None or plan_s is None or len(planned) != len(now) or min(now) <= 0:
+        return False
+    worst = max(a / b for a, b in zip(planned, now))
+    fresh = sum(planned) / sum(now)
+    return step_s * (worst - fresh) < plan_s
 
 
 # -- recovery after a crash ----------------------------------------------------------------------
