@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory", "scale", "sim_fidelity", "sparse", "sim_scale")
+         "verify", "memory", "scale", "sim_fidelity", "sparse", "sim_scale", "real")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -77,6 +77,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "sim_scale":
         import bench_sim_scale
         bench_sim_scale.run(quick, out)
+    elif name == "real":
+        import bench_real
+        bench_real.run(quick, out)  # draws its plot when matplotlib is installed
     elif name == "sweeps":
         import bench_sweeps
         res = bench_sweeps.run(quick, out)
@@ -156,6 +159,14 @@ def _tail_rows(out: str, add) -> None:
         add(f"unified K={un['K']}: measured load = L(q) for q in "
             f"{[p['q'] for p in un['points']]}", "equal" if ok else "differs", "equal", ok,
             "unified.json")
+
+
+def _real_rows(out: str, add) -> None:
+    """The real-speed benchmark's goals (machines at their real speed, real stragglers)."""
+    re_ = _load(out, "real.json")
+    for what, value, target, met in (re_ or {}).get("goals", []):
+        add(f"real speed, {re_['machines']} machines on {re_['cpus']} CPUs: {what}",
+            f"{value:.2f}x", f"<= {target:.2f}x", met, "real.json")
 
 
 def _scale_rows(sk: dict, add) -> None:
@@ -299,6 +310,7 @@ def summary(out: str) -> str:
                 add(f"hetero masters {inst.get('M')}x{inst.get('N')}: iterated greedy below "
                     f"uncoded / unbalanced coded", f"{100 * red:.2f}% / {100 * red2:.2f}%",
                     "paper: 80% / 49%", red >= 0.80 and red2 >= 0.49, "hetero.json")
+    _real_rows(out, add)
     _tail_rows(out, add)
     lines = ["| figure | measured | target | met | from |", "|---|---:|---:|:---:|---|"]
     lines += [f"| {a} | {b} | {c} | {d} | `benchmarks/results/{e}` |" for a, b, c, d, e in rows]

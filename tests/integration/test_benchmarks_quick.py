@@ -20,11 +20,11 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     out = tmp_path / "results"
     env = dict(os.environ, RAY_ADDRESS="local")
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
                  "verify_quick", "schedulers_quick", "scale_quick", "sim_fidelity_quick",
-                 "sparse_quick"):
+                 "sparse_quick", "real_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
@@ -55,6 +55,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     spq = json.loads((out / "sparse_quick.json").read_text())
     for r in spq["large"]["runs"] + spq["small"]["runs"]:  # every product matched scipy's
         assert r["median_step_s"] > 0 and r["max_rel_error"] < 1e-12, r["policy"]
+    _check_real(json.loads((out / "real_quick.json").read_text()))
     sw = json.loads((out / "sweeps.json").read_text())
     for key in ("slowdown", "heterogeneity", "churn", "scale"):
         for pt in sw[key]:
@@ -64,12 +65,40 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     summary = (out / "summary.md").read_text()
     for row in ("plan_step at N=1000", "runtime, 2 stragglers x5: USCTEC / uncoded",
                 "hetero masters", "unified K=6: measured load = L(q)",
-                "verification per step, real", "scale, M=12: default step / Ray's floor"):
+                "verification per step, real", "scale, M=12: default step / Ray's floor",
+                "real speed, 6 machines"):
         assert row in summary, row
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return
     for png in ("sweep_slowdown.png", "sweep_heterogeneity.png", "sweep_churn.png",
-                "sweep_scale.png", "unified_tradeoff.png"):
+                "sweep_scale.png", "unified_tradeoff.png", "real_quick.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG", png
+
+
+def _check_real(re_: dict) -> None:
+    """bench_real's quick run: every runner ran every scenario on every workload, every product
+    of the cluster's policies matched numpy's / scipy's, the killed process's step was exact,
+    and PageRank converged to scipy's ranks."""
+    policies = ("usctec-auto", "usctec", "dynamic")
+    for wl, d in re_["workloads"].items():
+        scenarios = [k for k in ("none", "stop300", "duty50", "hog", "kill") if k in d]
+        assert scenarios[0] == "none" and len(d["none"]["local"]["times"]) == re_["steps"], wl
+        for scen in scenarios:
+            for r in policies:
+                s = d[scen][r]
+                assert "failed" not in s and len(s["times"]) >= re_["steps"], (wl, scen, r)
+                assert s["max_error"] <= 1e-9, (wl, scen, r, s["max_error"])
+            if scen != "kill":  # a slow machine is never excluded
+                assert d[scen]["machines_after"] == re_["machines"], (wl, scen)
+        if "kill" in d:
+            assert d["kill"]["usctec-auto"]["kill_step_error"] <= 1e-9, wl
+            assert d["kill"]["machines_after"] == re_["machines"] - 1, wl
+    pr = re_["pagerank"]
+    for r in policies + ("hand-written", "plain-floor"):
+        assert pr[r]["iterations"] == pr["local"]["iterations"], r
+        assert pr[r]["max_abs_diff"] <= 1e-9, r
+    assert {"dense", "sparse_8k", "sparse_1m"} <= set(re_["workloads"])
+    for what, value, target, met in re_["goals"]:
+        assert isinstance(what, str) and value > 0 and target > 0 and isinstance(met, bool)
