@@ -43,12 +43,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from bench_gfp_matmul import best_of, settle  # noqa: E402
+from results_io import write_results  # noqa: E402
+
 from elastic_coded.algebra import field  # noqa: E402
 from elastic_coded.algebra.conditioning import search_worst  # noqa: E402
 from elastic_coded.algebra.lagrange import lagrange_code  # noqa: E402
 from elastic_coded.algebra.verify import check, locate_lagrange, make_sketch  # noqa: E402
-from bench_gfp_matmul import best_of, settle  # noqa: E402
-from results_io import write_results  # noqa: E402
 
 CASES = [(L, S) for L in (4, 8, 12, 16, 20, 24) for S in (2, 4, 8, 12)]
 QUICK_CASES = [(4, 2), (8, 4), (12, 8), (20, 12)]
@@ -232,8 +233,14 @@ def unified_conditioning(quick: bool) -> list[dict]:
     from fractions import Fraction
 
     from elastic_coded.algebra import relative_error
-    from elastic_coded.schemes.unified import (decode_condition, reduce_groups, rows_multiple,
-                                               run_in_process, shuffle_plan, storage_design)
+    from elastic_coded.schemes.unified import (
+        decode_condition,
+        reduce_groups,
+        rows_multiple,
+        run_in_process,
+        shuffle_plan,
+        storage_design,
+    )
 
     out, R = [], field("real")
     for K, q, m in (QUICK_UNIFIED if quick else UNIFIED_CASES):

@@ -19,14 +19,23 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from results_io import write_results  # noqa: E402
+
 from elastic_coded.schemes.plan import Placement, RowBlock  # noqa: E402
-from elastic_coded.schemes.usctec import (SpeedModel, cyclic_placement,  # noqa: E402
-                                          design_placement, expected_time, fill, filled_placement,
-                                          integer_optimum, optimal_load, plan_step, validate)
+from elastic_coded.schemes.usctec import (  # noqa: E402
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    expected_time,
+    fill,
+    filled_placement,
+    integer_optimum,
+    optimal_load,
+    plan_step,
+    validate,
+)
 from elastic_coded.schemes.usctec._fractional import _present_atoms, _step_lp  # noqa: E402
 from elastic_coded.schemes.usctec._layout import _cum_round  # noqa: E402
-
-from results_io import write_results  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

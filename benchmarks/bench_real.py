@@ -204,6 +204,7 @@ class Runners:
     def __init__(self, A, machines: int):
         import handwritten_dynamic as hw
         from bench_sim_fidelity import settle
+
         from elastic_coded import ElasticCluster
 
         self.A, self.hw, self._settle = A, hw, settle

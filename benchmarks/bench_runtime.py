@@ -37,7 +37,7 @@ L, S = 4, 2
 
 def _trace(n_steps, machines, stragglers=2, factor=5.0, seed=0):
     """Per-step events for a fixed membership: the same list is replayed for every policy."""
-    from elastic_coded.churn import RandomChurn, ChurnScript
+    from elastic_coded.churn import ChurnScript, RandomChurn
 
     run = ChurnScript(random=RandomChurn(stragglers=stragglers, factor=factor), seed=seed).generator()
     return [run.events(k, machines, L + S) for k in range(n_steps)]

@@ -132,10 +132,10 @@ def _multiply(c, B, policy, chunks, ev, learnt=None, lab=None):
 def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
     """One cluster, every policy on every step of the same trace (interleaved, so a noisy
     moment hits them all)."""
-    import ray
-
     import handwritten_dynamic as hw
+    import ray
     from bench_sim_fidelity import settle
+
     from elastic_coded.churn import StepEvents
     from elastic_coded.runtime import ElasticCluster
 

@@ -51,11 +51,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from results_io import write_results  # noqa: E402
+
 from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
 from elastic_coded.schemes.unified import latency_load  # noqa: E402
-from elastic_coded.sim import (HeteroOptions, HeteroVariant, LinearSpeeds,  # noqa: E402
-                               UniformSpeeds, UnifiedOptions, UnifiedVariant, Variant, simulate)
-from results_io import write_results  # noqa: E402
+from elastic_coded.sim import (  # noqa: E402
+    HeteroOptions,
+    HeteroVariant,
+    LinearSpeeds,
+    UnifiedOptions,
+    UnifiedVariant,
+    UniformSpeeds,
+    Variant,
+    simulate,
+)
 
 L, S = 4, 2
 K = L + S

@@ -28,8 +28,12 @@ K, MU, N, M = 6, 0.5, 12, 60
 
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
     from elastic_coded.algebra import field
-    from elastic_coded.schemes.unified import (latency_load, run_in_process,
-                                               simulate_map_latency, tradeoff)
+    from elastic_coded.schemes.unified import (
+        latency_load,
+        run_in_process,
+        simulate_map_latency,
+        tradeoff,
+    )
 
     out_dir = out_dir or os.path.join(HERE, "results")
     os.makedirs(out_dir, exist_ok=True)

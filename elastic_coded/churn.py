@@ -30,8 +30,9 @@ YAML form::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class ChurnScript:
     random: RandomChurn | None = None
     seed: int = 0
 
-    def generator(self) -> "ChurnRun":
+    def generator(self) -> ChurnRun:
         """A fresh, deterministic realisation of this script."""
         return ChurnRun(self)
 

@@ -34,14 +34,25 @@ Example (``examples/quickstart.yaml`` is a complete one)::
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field as dc_field, fields as dc_fields
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from dataclasses import fields as dc_fields
+from typing import Any
 
 from .algebra.fields import field as make_field
 from .churn import ChurnScript, load_churn, parse_churn
 from .errors import ConfigError
-from .options import (FLAT, GROUPS, OptionError, RayOptions, ReportOptions, RunOptions,
-                      VerifyOptions, group_of)
+from .options import (
+    FLAT,
+    GROUPS,
+    OptionError,
+    RayOptions,
+    ReportOptions,
+    RunOptions,
+    VerifyOptions,
+    group_of,
+)
 from .schemes.policies import family_of, parse_options, policy_names
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]

@@ -10,13 +10,14 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from .algebra.fields import field as make_field, relative_error
+from .algebra.fields import field as make_field
+from .algebra.fields import relative_error
 from .config import RunConfig
 from .schemes.policies import family_of
 

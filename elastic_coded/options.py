@@ -16,8 +16,9 @@ no Ray.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from .algebra.verify import DEFAULT_TOLERANCE
 from .churn import CAUGHT_LIMIT

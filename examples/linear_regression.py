@@ -15,9 +15,15 @@ import argparse
 import sys
 
 import numpy as np
-
-from power_iteration import (L, S, add_cluster_options, lowered_steps, make_cluster,
-                             shortfall_rule, stopped)
+from power_iteration import (
+    L,
+    S,
+    add_cluster_options,
+    lowered_steps,
+    make_cluster,
+    shortfall_rule,
+    stopped,
+)
 
 
 def main() -> int:

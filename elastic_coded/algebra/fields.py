@@ -11,7 +11,8 @@ or ``"gf(2^T)"``.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 import numpy as np
@@ -366,7 +367,7 @@ def _finite_field_array(F, x, name: str) -> np.ndarray:
     return arr
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _galois_field(characteristic: int, degree: int = 1):
     import galois  # imported lazily: it takes about 2 s
 

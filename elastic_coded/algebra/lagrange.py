@@ -69,15 +69,25 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from ._basis import basis_matrix, chebyshev_nodes, embed
-from .conditioning import (UNIT_ROUNDOFF, best_subset, conditions, gamma, matrix_conditions,
-                           rounding_bound, search_worst, solve_condition, worst_condition)
-from .fields import Field, field as make_field
+from .conditioning import (
+    UNIT_ROUNDOFF,
+    best_subset,
+    conditions,
+    gamma,
+    matrix_conditions,
+    rounding_bound,
+    search_worst,
+    solve_condition,
+    worst_condition,
+)
+from .fields import Field
+from .fields import field as make_field
 
 __all__ = ["LagrangeCode", "lagrange_code", "code_width", "REAL_POINT_SETS", "FINITE_POINT_SETS",
            "AUTO_LIMIT", "ROOTS_LIMIT", "UNIT_ROUNDOFF",

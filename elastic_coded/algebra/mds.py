@@ -13,12 +13,13 @@ that did not arrive.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from .fields import Field, field as make_field
+from .fields import Field
+from .fields import field as make_field
 
 __all__ = ["MDSCode", "mds_code"]
 

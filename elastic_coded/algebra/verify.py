@@ -58,19 +58,21 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, field as dc_field, replace
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from dataclasses import field as dc_field
 
 import numpy as np
 
 from ..errors import ElasticCodedError
-from .fields import Field, field as make_field
-from ._basis import basis_matrix as _basis_matrix
-from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
-from .lagrange import LagrangeCode
-from .mds import MDSCode
 from . import scaling
 from . import sparse as _sparse
+from ._basis import basis_matrix as _basis_matrix
+from .conditioning import UNIT_ROUNDOFF, gamma, rounding_bound
+from .fields import Field
+from .fields import field as make_field
+from .lagrange import LagrangeCode
+from .mds import MDSCode
 
 __all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
            "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]

@@ -18,7 +18,8 @@ import dataclasses
 import logging
 import os
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import ray
@@ -27,21 +28,23 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ..algebra.fields import field as make_field
 from ..algebra.scaling import max_exponent
 from ..churn import ChurnScript, load_churn, parse_churn
+from ..errors import ShortOfMachines, StepFailed
 from ..machines import MachineSpec, machine_specs
 from ..options import split_flat
-from ..errors import ShortOfMachines, StepFailed
+from ..schemes.policies import family_of, parse_options
 from ..schemes.policies.modes import choose_mode, next_mode
 from ..schemes.registry import added_policies, policy_of, step_code
-from ..schemes.policies import family_of, parse_options
 from ..schemes.wire import StepMeasured, result_of
-from . import blas, events as churn_events, inputs, membership as mem
+from . import blas, inputs
+from . import events as churn_events
+from . import membership as mem
 from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
 from .executors.pull import history, pull_pays
 from .family_setup import FAMILIES, FamilySetup
-from .operator import ClusterOperator, check_transpose, start_transposed
 from .hosting import kill, per_process
+from .operator import ClusterOperator, check_transpose, start_transposed
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
 from .verifying import Verifier
@@ -573,7 +576,7 @@ class ElasticCluster:
         stop(([ctrl] if ctrl is not None else []) + list(self._handles.values()),
              getattr(self, "_own_ray", False))
 
-    def __enter__(self) -> "ElasticCluster":
+    def __enter__(self) -> ElasticCluster:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -10,8 +10,9 @@ a default), with a client over a fake ``call``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["StepContext", "ControllerClient", "no_controller"]
 

@@ -24,8 +24,16 @@ from ..machines import MachineSpec
 from ..schemes.families import Setup, make_family
 from ..schemes.policies.rules import REPLAN_SPEED_CHANGE_REAL
 from ..schemes.registry import REGISTRY, register_policy
-from ..schemes.wire import (Joined, PreparedStep, Reassignment, Rescued, Snapshot, StepMeasured,
-                            StepRequest, packed_reply)
+from ..schemes.wire import (
+    Joined,
+    PreparedStep,
+    Reassignment,
+    Rescued,
+    Snapshot,
+    StepMeasured,
+    StepRequest,
+    packed_reply,
+)
 from .drain import Drains, draining_nodes, node_states
 from .health import auto_count, auto_specs, ping, ping_process, step_metrics
 from .hosting import HostPool, MachineHandle, kill, orphans, reclaim

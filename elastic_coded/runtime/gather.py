@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 import ray
 
 from ..errors import StepFailed

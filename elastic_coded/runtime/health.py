@@ -9,7 +9,6 @@ import numpy as np
 import ray
 
 from ..machines import MachineSpec
-
 from .drain import is_preempted
 
 __all__ = ["ping", "ping_process", "auto_specs", "auto_count", "step_metrics"]

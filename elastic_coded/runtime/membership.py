@@ -23,8 +23,8 @@ import os
 
 import ray
 
-from ..machines import machine_specs
 from ..errors import ElasticCodedError, StepFailed
+from ..machines import machine_specs
 from ..schemes.wire import Member
 
 __all__ = ["call", "revive", "forget", "add", "remove", "CALL_TRIES", "REVIVE_TRIES"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 

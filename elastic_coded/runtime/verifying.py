@@ -45,10 +45,10 @@ check's own rounding, typically 100-3000x above it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,8 +57,8 @@ import ray
 from ..algebra.lagrange import UNIT_ROUNDOFF
 from ..algebra.scaling import norm
 from ..algebra.verify import make_sketch
-from ..options import VerifyOptions, split_flat
 from ..errors import ToleranceExceeded, VerificationError
+from ..options import VerifyOptions, split_flat
 from .context import StepContext
 from .family_setup import matrix_of
 from .verify_common import StepState
@@ -198,7 +198,7 @@ class Verifier:
         self._tolerance_check(ctx.step)
         return Y
 
-    def _estimate(self, state, Y, nY: "_NormOf") -> tuple:
+    def _estimate(self, state, Y, nY: _NormOf) -> tuple:
         """``(estimated_error, its relative form)`` from the checks that accepted the outputs
         (``(None, None)`` over finite fields or unverified)."""
         if self.F.exact or not state.accepted:
@@ -218,7 +218,7 @@ class Verifier:
             f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "
             f"use a finite field, {hint}, or tolerance=None to accept it", condition, rel)
 
-    def _accepted_bound(self, state, bound, Y, nY: "_NormOf") -> tuple:
+    def _accepted_bound(self, state, bound, Y, nY: _NormOf) -> tuple:
         """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
         bound their errors whoever computed them (the outputs tile the product: in squares)."""
         if not state.accepted:

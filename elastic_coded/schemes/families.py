@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,8 +31,14 @@ from .policies import unified as uni
 from .policies.rules import hetero_needs_replan
 from .registry import get_policy, policy_of, step_code
 from .row_units import UnitsFamily, row_units
-from .usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
-                     repair_placement, validate)
+from .usctec import (
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    extend_placement,
+    repair_placement,
+    validate,
+)
 
 __all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
            "HeteroFamily", "UnifiedFamily", "FAMILIES", "make_family"]

@@ -7,8 +7,8 @@ Machines are named by any hashable, orderable id (ints in the pure examples, str
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Hashable, Iterator
 
 from ..errors import BudgetError, PlanError, ShortOfMachines  # noqa: F401  (their old home)
 
@@ -71,7 +71,7 @@ class Placement:
         present = set(present)
         return [sum(h in present for h in b.holders) for b in self.blocks]
 
-    def without(self, machine: MachineId) -> "Placement":
+    def without(self, machine: MachineId) -> Placement:
         """This placement with ``machine`` gone (its copies dropped, its budget forgotten)."""
         if machine not in self.machines:
             return self

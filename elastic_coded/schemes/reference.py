@@ -7,7 +7,7 @@ of its results, and assemble ``A @ B``.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 

@@ -148,7 +148,7 @@ def packed_result(obj):
     return pickle.dumps(obj, protocol=5) if size < PACK_RESULTS_BELOW else obj
 
 
-def packed_reply(prep: "PreparedStep"):
+def packed_reply(prep: PreparedStep):
     """The controller's answer pickled once, into ``bytes`` (Ray's serializer costs several
     times more on a plan's many small objects), unless it carries actor handles, which go
     through Ray's serializer, as does one the standard pickle cannot take (a plan holding a

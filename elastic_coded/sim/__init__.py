@@ -42,12 +42,21 @@ simulated time, the plan cache), :mod:`~elastic_coded.sim.pull` (one pull step),
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
 from .cost import RuntimeCost
-from .executor import (PlanCache, Speculation, StepOutcome, step_time, step_time_reference,
-                       time_unit)
+from .executor import PlanCache, Speculation, StepOutcome, step_time, step_time_reference, time_unit
 from .hetero import HeteroVariant, hetero_lower_bound, hetero_step
-from .models import (Compose, EqualSpeeds, FixedSpeeds, IIDStragglers, LinearSpeeds,
-                     MarkovStragglers, NoDelays, ShiftedExponential, SlowSpells, TraceDelays,
-                     UniformSpeeds)
+from .models import (
+                       Compose,
+                       EqualSpeeds,
+                       FixedSpeeds,
+                       IIDStragglers,
+                       LinearSpeeds,
+                       MarkovStragglers,
+                       NoDelays,
+                       ShiftedExponential,
+                       SlowSpells,
+                       TraceDelays,
+                       UniformSpeeds,
+)
 from .pull import PullOutcome, pull_step
 from .results import SimResult, summarize_times
 from .runner import simulate

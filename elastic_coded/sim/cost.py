@@ -140,7 +140,7 @@ class RuntimeCost:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RuntimeCost":
+    def from_dict(cls, data: dict) -> RuntimeCost:
         """From a mapping with some of the fields (the others keep their defaults); an
         unknown key is an error naming the known ones."""
         known = {f.name for f in fields(cls)}
@@ -150,7 +150,7 @@ class RuntimeCost:
         return cls(**dict(data))
 
     @classmethod
-    def load(cls, path: str) -> "RuntimeCost":
+    def load(cls, path: str) -> RuntimeCost:
         """From a calibration results file (``python -m benchmarks calibrate``): its ``cost``
         mapping, or the file's top level when it has none."""
         with open(path) as fh:

@@ -34,8 +34,8 @@ With a :class:`~elastic_coded.sim.cost.RuntimeCost` each repair call also costs 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -55,9 +55,9 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from ..schemes.policies.asking import Asking
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
+from ..schemes.policies.asking import Asking
 from .cost import RuntimeCost, host_wait
 from .lagrange_lies import Decoded, LieRepair, repair
 

@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -61,12 +61,17 @@ from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
-from ..schemes.usctec import (SpeedModel, cyclic_placement, design_placement, extend_placement,
-                              repair_placement)
+from ..schemes.usctec import (
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    extend_placement,
+    repair_placement,
+)
 from .cost import RuntimeCost
 from .executor import PlanCache, _PlacementIndex
-from .learn import _Learner
 from .hetero import HeteroRun, HeteroVariant
+from .learn import _Learner
 from .pulled import PulledRun, WholeRun
 from .results import Record, SimResult, summarize_times
 from .trace import Trace, make_trace
@@ -135,7 +140,7 @@ class _Ctx:
         return dict(zip(self.present, np.asarray(values, dtype=np.float64).tolist()))
 
     @classmethod
-    def of(cls, trace: Trace, t: int) -> "_Ctx":
+    def of(cls, trace: Trace, t: int) -> _Ctx:
         m_idx = int(trace.member_of[t])
         present, slots = trace.members[m_idx], trace.member_slots[m_idx]
         crashed = None

@@ -4,8 +4,8 @@ placement kind), :class:`~elastic_coded.sim.unified.UnifiedVariant`,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions

@@ -199,8 +199,12 @@ def test_a_policy_registered_in_the_driver_runs_on_the_cluster(ray_session):
     """What a new policy takes: one Policy value (here proportional with backup copies),
     registered in the driver; the controller learns it from the cluster, and it runs with its
     speculation like the built-in ``speculative``."""
-    from elastic_coded.schemes.registry import (Policy, proportional_plan, register_policy,
-                                                unregister_policy)
+    from elastic_coded.schemes.registry import (
+        Policy,
+        proportional_plan,
+        register_policy,
+        unregister_policy,
+    )
 
     register_policy(Policy("proportional-backups", "usctec", proportional_plan,
                            speculation=1.5, uncoded=True))

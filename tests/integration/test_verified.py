@@ -6,7 +6,8 @@ masters repair a lying worker's rows."""
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
 from elastic_coded.churn import StepEvents

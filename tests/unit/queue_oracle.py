@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from elastic_coded.schemes.policies.queue_times import outrun_rate
 
+
 @dataclass
 class _Running:
     unit: object

@@ -5,12 +5,20 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
-from elastic_coded.algebra.lagrange import (AUTO_LIMIT, REAL_POINT_SETS, UNIT_ROUNDOFF,
-                                            conditions, gamma, lagrange_code, rounding_bound,
-                                            worst_condition)
+from elastic_coded.algebra.lagrange import (
+    AUTO_LIMIT,
+    REAL_POINT_SETS,
+    UNIT_ROUNDOFF,
+    conditions,
+    gamma,
+    lagrange_code,
+    rounding_bound,
+    worst_condition,
+)
 
 REAL = field("real")
 CHEBYSHEV_SETS = ("chebyshev", "chebyshev-interleaved", "chebyshev2-interleaved")

@@ -7,8 +7,17 @@ import pytest
 from elastic_coded.algebra.fields import field
 from elastic_coded.errors import BudgetError, PlanError
 from elastic_coded.machines import MachineSpec
-from elastic_coded.schemes.families import (FAMILIES, Change, HeteroFamily, Present, PutSource,
-                                            Setup, UnifiedFamily, UsctecFamily, make_family)
+from elastic_coded.schemes.families import (
+    FAMILIES,
+    Change,
+    HeteroFamily,
+    Present,
+    PutSource,
+    Setup,
+    UnifiedFamily,
+    UsctecFamily,
+    make_family,
+)
 from elastic_coded.schemes.policies import hetero as het
 from elastic_coded.schemes.policies import unified as uni
 from elastic_coded.schemes.wire import StepRequest

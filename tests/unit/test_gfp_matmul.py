@@ -6,7 +6,8 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field, is_prime
 from elastic_coded.algebra.gfp_matmul import MAX_PRIME, _mod, matmul_mod, max_chunk
@@ -17,7 +18,7 @@ P_2_26 = 2**26 - 5          # too big for one limb: two-limb path
 PRIMES = [2, 3, 65521, P_2_20, P_2_26, MAX_PRIME]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gf(p):
     galois = pytest.importorskip("galois")
     # "jit-calculate" avoids building 2^20-entry lookup tables; matmul in GF(p) goes through

@@ -6,12 +6,22 @@ import dataclasses
 import inspect
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.config import parse_config
 from elastic_coded.errors import ConfigError
-from elastic_coded.options import (FLAT, GROUPS, OptionError, RayOptions, ReportOptions,
-                                   RunOptions, VerifyOptions, group_of, split_flat)
+from elastic_coded.options import (
+    FLAT,
+    GROUPS,
+    OptionError,
+    RayOptions,
+    ReportOptions,
+    RunOptions,
+    VerifyOptions,
+    group_of,
+    split_flat,
+)
 
 BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
 

@@ -4,7 +4,8 @@ against the dominant eigenvector of the dense Google matrix and a direct linear 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded import pagerank as pr
 

@@ -7,12 +7,18 @@ import pytest
 
 from elastic_coded.config import load_config
 from elastic_coded.schemes.policies import family_of, parse_options, policy_names
-from elastic_coded.schemes.registry import (REGISTRY, Policy, get_policy, policy_of,
-                                            proportional_plan, register_policy, step_code,
-                                            unregister_policy)
+from elastic_coded.schemes.registry import (
+    REGISTRY,
+    Policy,
+    get_policy,
+    policy_of,
+    proportional_plan,
+    register_policy,
+    step_code,
+    unregister_policy,
+)
 from elastic_coded.sim import simulate
-from elastic_coded.sim.models import (Compose, IIDStragglers, ShiftedExponential,
-                                      UniformSpeeds)
+from elastic_coded.sim.models import Compose, IIDStragglers, ShiftedExponential, UniformSpeeds
 
 NEW = "proportional-backups"
 

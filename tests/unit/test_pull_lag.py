@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
+import queue_oracle as oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import queue_oracle as oracle
 from elastic_coded.schemes.policies import pull as pl
 from elastic_coded.schemes.policies import pull_step as ps
 from elastic_coded.schemes.usctec import design_placement

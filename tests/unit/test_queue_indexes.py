@@ -5,10 +5,10 @@ through stragglers, crashes and cancellations, every answer must be the same: th
 out, the calls to cancel, the steals and the backups."""
 
 import numpy as np
+import queue_oracle as oracle
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import queue_oracle as oracle
 from elastic_coded.schemes.policies import pull as pl
 from elastic_coded.schemes.usctec import design_placement
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import sparse as esp
 from elastic_coded.algebra import verify as V

@@ -11,11 +11,20 @@ max-flow search.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from elastic_coded.schemes.usctec import (Placement, RowBlock, cyclic_placement, filled_placement,
-                                          integer_optimum, optimal_load, plan_step, rounding_bound,
-                                          validate)
+from elastic_coded.schemes.usctec import (
+    Placement,
+    RowBlock,
+    cyclic_placement,
+    filled_placement,
+    integer_optimum,
+    optimal_load,
+    plan_step,
+    rounding_bound,
+    validate,
+)
 
 
 def _random_blocks(rng, q, N, K, holders_of=None):

@@ -13,9 +13,17 @@ from elastic_coded.machines import MachineSpec
 from elastic_coded.schemes.families import Present, Setup, UsctecFamily, make_family
 from elastic_coded.schemes.plan import StepPlan
 from elastic_coded.schemes.policies.pull import PullPlan
-from elastic_coded.schemes.row_units import (MIN_UNITS, ROWS_PER_UNIT, RowUnits, UnitsFamily,
-                                             MIN_CUTS, placement_rows, placement_units, row_units,
-                                             unit_count)
+from elastic_coded.schemes.row_units import (
+    MIN_CUTS,
+    MIN_UNITS,
+    ROWS_PER_UNIT,
+    RowUnits,
+    UnitsFamily,
+    placement_rows,
+    placement_units,
+    row_units,
+    unit_count,
+)
 from elastic_coded.schemes.usctec import validate
 from elastic_coded.schemes.wire import StepRequest
 

@@ -11,23 +11,51 @@ import pytest
 
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
 from elastic_coded.schemes.plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
-from elastic_coded.schemes.policies.rules import (assign_recovery, backup_copies, backup_due,
-                                                  backup_target, recovery_target,
-                                                  speculation_start)
-from elastic_coded.schemes.speeds import new_estimate, observe
+from elastic_coded.schemes.policies.rules import (
+    assign_recovery,
+    backup_copies,
+    backup_due,
+    backup_target,
+    recovery_target,
+    speculation_start,
+)
 from elastic_coded.schemes.registry import REGISTRY, get_policy
+from elastic_coded.schemes.speeds import new_estimate, observe
 
 WHOLE = sorted(n for n, p in REGISTRY.items() if p.plan is not None and not p.pulls)
 PULLED = sorted(n for n, p in REGISTRY.items() if p.pulls)
-from elastic_coded.schemes.usctec import (SpeedModel, cyclic_placement, design_placement,
-                                          extend_placement, plan_step)
-from elastic_coded.sim import (BOUNDS, Compose, EqualSpeeds, FixedSpeeds, IIDStragglers,
-                               LinearSpeeds, MarkovStragglers, NoDelays, PlanCache,
-                               ShiftedExponential, SlowSpells, Speculation, TraceDelays,
-                               UniformSpeeds, VARIANTS, Variant, make_trace, simulate, step_time,
-                               step_time_reference, time_unit)
+from elastic_coded.schemes.usctec import (
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    extend_placement,
+    plan_step,
+)
+from elastic_coded.sim import (
+    BOUNDS,
+    VARIANTS,
+    Compose,
+    EqualSpeeds,
+    FixedSpeeds,
+    IIDStragglers,
+    LinearSpeeds,
+    MarkovStragglers,
+    NoDelays,
+    PlanCache,
+    ShiftedExponential,
+    SlowSpells,
+    Speculation,
+    TraceDelays,
+    UniformSpeeds,
+    Variant,
+    make_trace,
+    simulate,
+    step_time,
+    step_time_reference,
+    time_unit,
+)
 from elastic_coded.sim.executor import _Compiled, _PlacementIndex
-from elastic_coded.sim.learn import _Learner, _learn
+from elastic_coded.sim.learn import _learn, _Learner
 
 ALL = ("uncoded", "speculative", "cyclic", "cec", "usctec-cyclic", "usctec", "ideal", "lower_bound")
 

@@ -72,8 +72,7 @@ def test_on_an_overloaded_host_calls_come_back_later_at_the_tail(coded_layouts):
 def test_the_runner_draws_each_steps_order_from_its_seed(monkeypatch):
     """``simulate`` gives every pull step the generator of ``[seed, step]`` (so a run repeats
     to the last digit), for each pull policy."""
-    from elastic_coded.sim import IIDStragglers, LinearSpeeds
-    from elastic_coded.sim import pulled
+    from elastic_coded.sim import IIDStragglers, LinearSpeeds, pulled
 
     seen, real = [], pulled.pull_step
 

@@ -22,8 +22,14 @@ from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble
 from elastic_coded.schemes.registry import REGISTRY, step_code
 from elastic_coded.schemes.wire import TaskSpec
-from elastic_coded.sim import (IIDStragglers, LinearSpeeds, RuntimeCost, pull_step, simulate,
-                               step_time)
+from elastic_coded.sim import (
+    IIDStragglers,
+    LinearSpeeds,
+    RuntimeCost,
+    pull_step,
+    simulate,
+    step_time,
+)
 from elastic_coded.sim.pull import pull_total
 from elastic_coded.sim.pulled import MODES
 from elastic_coded.sim.runner import _Env, _placements

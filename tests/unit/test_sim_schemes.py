@@ -8,17 +8,33 @@ import math
 import numpy as np
 import pytest
 
+from elastic_coded.algebra.fields import field
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
 from elastic_coded.schemes.hetero import HeteroProblem
 from elastic_coded.schemes.policies import hetero as het
 from elastic_coded.schemes.policies import unified as uni
-from elastic_coded.schemes.policies.rules import (hetero_needs_replan, paced, quorum_time, top_up,
-                                                  top_up_time)
+from elastic_coded.schemes.policies.rules import (
+    hetero_needs_replan,
+    paced,
+    quorum_time,
+    top_up,
+    top_up_time,
+)
 from elastic_coded.schemes.unified import latency_load
-from elastic_coded.algebra.fields import field
-from elastic_coded.sim import (EqualSpeeds, HeteroOptions, HeteroVariant, IIDStragglers,
-                               ShiftedExponential, UniformSpeeds, UnifiedOptions, UnifiedVariant,
-                               hetero_lower_bound, hetero_step, make_trace, simulate)
+from elastic_coded.sim import (
+    EqualSpeeds,
+    HeteroOptions,
+    HeteroVariant,
+    IIDStragglers,
+    ShiftedExponential,
+    UnifiedOptions,
+    UnifiedVariant,
+    UniformSpeeds,
+    hetero_lower_bound,
+    hetero_step,
+    make_trace,
+    simulate,
+)
 
 
 def ids(n):

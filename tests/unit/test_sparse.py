@@ -7,10 +7,10 @@ import asyncio
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from elastic_coded.algebra import field
-from elastic_coded.algebra import scaling, sparse
+from elastic_coded.algebra import field, scaling, sparse
 from elastic_coded.algebra.gfp_matmul import matmul_mod
 from elastic_coded.algebra.verify import make_sketch
 from elastic_coded.runtime.family_setup import FAMILIES

@@ -4,7 +4,8 @@ persistent changes are learnt, cancellation bounds pull down only when persisten
 import dataclasses
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from elastic_coded.schemes.speeds import KINDS, SpeedEstimate, new_estimate, observe, rescale
 

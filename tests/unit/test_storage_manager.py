@@ -15,8 +15,13 @@ from elastic_coded.errors import BudgetError, PlanError, ShortOfMachines, StepFa
 from elastic_coded.machines import MachineSpec
 from elastic_coded.runtime.members import Members
 from elastic_coded.runtime.storage import Storage
-from elastic_coded.schemes.families import (Change, HeteroFamily, PutSource, UnifiedFamily,
-                                            UsctecFamily)
+from elastic_coded.schemes.families import (
+    Change,
+    HeteroFamily,
+    PutSource,
+    UnifiedFamily,
+    UsctecFamily,
+)
 from elastic_coded.schemes.policies import hetero as het
 from elastic_coded.schemes.policies import unified as uni
 from elastic_coded.schemes.policies.rules import assign_recovery

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
 from elastic_coded.algebra.conditioning import best_subset, matrix_conditions

@@ -11,14 +11,27 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.schemes.unified import (as_mu, check_shuffle_plan, encode_packet,
-                                           encode_storage, latency_load, load_breakdown,
-                                           lower_bound, map_compute, reduce_assignment,
-                                           rows_multiple, run_in_process, shuffle_plan,
-                                           simulate_map_latency, storage_design, tradeoff)
+from elastic_coded.schemes.unified import (
+    as_mu,
+    check_shuffle_plan,
+    encode_packet,
+    encode_storage,
+    latency_load,
+    load_breakdown,
+    lower_bound,
+    map_compute,
+    reduce_assignment,
+    rows_multiple,
+    run_in_process,
+    shuffle_plan,
+    simulate_map_latency,
+    storage_design,
+    tradeoff,
+)
 
 HALF = Fraction(1, 2)
 

@@ -8,13 +8,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.algebra.lagrange import rounding_bound, solve_condition
-from elastic_coded.schemes.unified import (check_shuffle_plan, decode_condition, decoding_rows,
-                                           reduce_groups, reduce_outputs, rows_multiple,
-                                           run_in_process, shuffle_plan, storage_design)
+from elastic_coded.schemes.unified import (
+    check_shuffle_plan,
+    decode_condition,
+    decoding_rows,
+    reduce_groups,
+    reduce_outputs,
+    rows_multiple,
+    run_in_process,
+    shuffle_plan,
+    storage_design,
+)
 from elastic_coded.schemes.unified._lanes import lane_code, select
 from elastic_coded.schemes.unified._storage import _mds_generator
 
@@ -199,8 +208,13 @@ def test_rows_multiple_values_of_the_user_case():
 def _step_with_a_lie(d, st, A, X, Q, liar, rng):
     """One in-process step whose server ``liar`` adds ``1e-6 max(1, max |H|)`` to one value of
     its first Map task ``H`` (as a lying machine does) for one of its own outputs."""
-    from elastic_coded.schemes.unified import (encode_packet, encode_storage, map_compute,
-                                               receive_packet, reduce_server)
+    from elastic_coded.schemes.unified import (
+        encode_packet,
+        encode_storage,
+        map_compute,
+        receive_packet,
+        reduce_server,
+    )
 
     N = X.shape[1]
     plan = shuffle_plan(d, Q, N)

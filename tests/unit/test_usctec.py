@@ -4,15 +4,29 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.schemes.reference import run_step
-from elastic_coded.schemes.usctec import (Placement, PlanError, RowBlock, SpeedModel,
-                                          cyclic_placement, design_placement, expected_time,
-                                          extend_placement, fill, filled_placement, optimal_load,
-                                          plan_step, repair_placement, rounding_bound, validate)
+from elastic_coded.schemes.usctec import (
+    Placement,
+    PlanError,
+    RowBlock,
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    expected_time,
+    extend_placement,
+    fill,
+    filled_placement,
+    optimal_load,
+    plan_step,
+    repair_placement,
+    rounding_bound,
+    validate,
+)
 
 
 # --- MATH.md §1 example --------------------------------------------------------------------------

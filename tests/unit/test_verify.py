@@ -6,13 +6,21 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
 from elastic_coded.algebra.mds import mds_code
-from elastic_coded.algebra.verify import (FaultLocationError, check, check_piece, default_repeats,
-                                          locate_lagrange, locate_mds, make_sketch)
+from elastic_coded.algebra.verify import (
+    FaultLocationError,
+    check,
+    check_piece,
+    default_repeats,
+    locate_lagrange,
+    locate_mds,
+    make_sketch,
+)
 
 EXACT = ["gf(2147483647)", "gf(65521)", "gf(2^8)"]
 ALL = EXACT + ["real"]

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
@@ -13,7 +14,7 @@ from elastic_coded.churn import parse_churn
 from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.verifying import ToleranceExceeded, VerificationError, Verifier
 from elastic_coded.schemes.policies.collect import LagrangeCollector
-from elastic_coded.schemes.reference import assemble, compute_task
+from elastic_coded.schemes.reference import assemble
 from elastic_coded.schemes.usctec import cyclic_placement, plan_step
 from elastic_coded.schemes.wire import TaskSpec
 

@@ -7,6 +7,7 @@ again, without the events already applied."""
 from __future__ import annotations
 
 import time
+
 import numpy as np
 import ray
 

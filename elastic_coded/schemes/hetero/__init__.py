@@ -25,17 +25,29 @@ the optimal load); ``w[m,n] = v[m,n] / L_m`` is the item value of the max-min al
 master's sum value is ``V_m = sum_{n in Omega_m} w[m,n] = 1 / t*_m``.
 """
 
-from ._assignment import (Assignment, assignment_from_k, assignment_from_owner,
-                          validate_assignment)
+from ._assignment import Assignment, assignment_from_k, assignment_from_owner, validate_assignment
 from ._exact import exact_assignment, exhaustive_assignment, probabilistic_assignment
 from ._greedy import best_value_assignment, iterated_greedy, simple_greedy
-from ._model import (cdf, expected_results, lambert_W, optimal_load, sample_time, t_star,
-                     worker_value)
-from ._model import _phi, _w_minus_one  # noqa: F401  (private, tested directly)
+from ._model import (  # noqa: F401  (private, tested directly)
+                          _phi,
+                          _w_minus_one,
+                          cdf,
+                          expected_results,
+                          lambert_W,
+                          optimal_load,
+                          sample_time,
+                          t_star,
+                          worker_value,
+)
 from ._plan import HeteroPlan, approx_completion_time, integer_loads, make_plan
 from ._problem import HeteroProblem, random_problem
-from ._simulate import (SimulationResult, even_split_owner, simulate, unbalanced_coded_baseline,
-                        uncoded_baseline)
+from ._simulate import (
+                          SimulationResult,
+                          even_split_owner,
+                          simulate,
+                          unbalanced_coded_baseline,
+                          uncoded_baseline,
+)
 
 __all__ = [
     # processing-time model

@@ -4,9 +4,10 @@ probabilistic, with their Theorem-1 times and loads, and the check of an assignm
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

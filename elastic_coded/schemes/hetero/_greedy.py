@@ -5,7 +5,8 @@ exploration), on the max-min item values ``w = v / L_m``."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -7,8 +7,8 @@ and ``proportional`` plan over it and may be switched per step; options: :class:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Mapping
 
 from ..registry import REGISTRY, policy_of
 from .hetero import HeteroOptions

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["Asking"]
 

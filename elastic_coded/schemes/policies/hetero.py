@@ -21,14 +21,24 @@ a0 / (s L_m)`` and ``u[m,n] = u0 s L_m``, so a speed-1 machine computing all ``L
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from ..hetero import (Assignment, HeteroProblem, exact_assignment, integer_loads,
-                      iterated_greedy, probabilistic_assignment, sample_time, simple_greedy,
-                      unbalanced_coded_baseline, uncoded_baseline)
+from ..hetero import (
+    Assignment,
+    HeteroProblem,
+    exact_assignment,
+    integer_loads,
+    iterated_greedy,
+    probabilistic_assignment,
+    sample_time,
+    simple_greedy,
+    unbalanced_coded_baseline,
+    uncoded_baseline,
+)
 from ..plan import PlanError
 from ..wire import TaskSpec
 

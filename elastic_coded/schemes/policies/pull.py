@@ -41,7 +41,6 @@ what started, finished and was lost (:mod:`.queues`).  Times are seconds of the 
 from __future__ import annotations
 
 import bisect
-
 import math
 from dataclasses import dataclass, replace
 

@@ -17,7 +17,7 @@ its zero columns (``num_rows * L * columns per coded block``).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

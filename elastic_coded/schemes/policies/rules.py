@@ -28,7 +28,7 @@ Pacing of the model-driven policies (unified, MATH.md §2; hetero, MATH.md §3):
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 

@@ -21,15 +21,15 @@ paced by the model's latency ``S_k = mu N (1 + Exp(1))`` time units over its spe
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..plan import PlanError
-from ..unified import (StorageDesign, as_mu, rows_multiple, sample_map_latencies,
-                       storage_design)
+from ..unified import StorageDesign, as_mu, rows_multiple, sample_map_latencies, storage_design
 from ..wire import TaskSpec
 
 __all__ = ["UnifiedOptions", "UnifiedStorage", "plan_storage", "map_tasks", "map_latencies"]

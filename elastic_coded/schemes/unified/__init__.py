@@ -61,12 +61,35 @@ from ._inprocess import RunResult, run_in_process, sample_map_latencies, simulat
 from ._params import MuLike, as_mu
 from ._plot import plot_tradeoff
 from ._reduce import received_rows, reduce_groups, reduce_outputs, reduce_server
-from ._shuffle import (Segment, ShufflePlan, Transmission, check_shuffle_plan, decode_packet,
-                       encode_packet, receive_packet, reduce_assignment, shuffle_plan)
-from ._storage import (StorageDesign, decode_condition, decoding_rows, encode_storage, map_compute,
-                       rows_multiple, storage_design)
-from ._theory import (LoadBreakdown, Tradeoff, TradeoffPoint, latency_load, load_breakdown,
-                      lower_bound, tradeoff)
+from ._shuffle import (
+                       Segment,
+                       ShufflePlan,
+                       Transmission,
+                       check_shuffle_plan,
+                       decode_packet,
+                       encode_packet,
+                       receive_packet,
+                       reduce_assignment,
+                       shuffle_plan,
+)
+from ._storage import (
+                       StorageDesign,
+                       decode_condition,
+                       decoding_rows,
+                       encode_storage,
+                       map_compute,
+                       rows_multiple,
+                       storage_design,
+)
+from ._theory import (
+                       LoadBreakdown,
+                       Tradeoff,
+                       TradeoffPoint,
+                       latency_load,
+                       load_breakdown,
+                       lower_bound,
+                       tradeoff,
+)
 
 __all__ = [
     "MuLike",

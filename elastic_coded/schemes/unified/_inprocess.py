@@ -3,19 +3,28 @@ other executor of its plans must match, and the Map latency model (MATH.md §2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from fractions import Fraction
-from typing import Iterable
 
 import numpy as np
 
-from ...algebra.fields import Field, field as _make_field
+from ...algebra.fields import Field
+from ...algebra.fields import field as _make_field
 from ._params import MuLike, _check_int, _check_n_divisible, _check_params, _check_q, as_mu
 from ._reduce import reduce_server
-from ._shuffle import (ShufflePlan, _check_fastest, check_shuffle_plan, encode_packet,
-                       receive_packet, shuffle_plan)
+from ._shuffle import (
+    ShufflePlan,
+    _check_fastest,
+    check_shuffle_plan,
+    encode_packet,
+    receive_packet,
+    shuffle_plan,
+)
 from ._storage import StorageDesign, encode_storage, map_compute, storage_design
 from ._theory import LoadBreakdown
+
 
 @dataclass(frozen=True)
 class RunResult:

@@ -3,7 +3,7 @@ optional ``matplotlib``."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ._theory import Tradeoff
 

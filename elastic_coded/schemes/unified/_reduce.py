@@ -3,12 +3,13 @@ decodes its outputs from ``m`` distinct coded values."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ._shuffle import ShufflePlan
 from ._storage import StorageDesign
+
 
 def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.ndarray:
     """Decode outputs from ``m`` distinct coded values: solve ``G[rows] y = values``.

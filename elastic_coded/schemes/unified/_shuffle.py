@@ -4,9 +4,9 @@ coded-multicast plan for a set of fastest servers, its check, and the packets on
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ._lanes import complete, select
 from ._params import _check_int, _check_n_divisible
 from ._storage import StorageDesign, _segment_multiple, rows_multiple
 from ._theory import LoadBreakdown, load_breakdown
+
 
 @dataclass(frozen=True)
 class Segment:

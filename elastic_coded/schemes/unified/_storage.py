@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field as dc_field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
-from ...algebra.fields import Field, field as _make_field
+from ...algebra.fields import Field
+from ...algebra.fields import field as _make_field
 from ._lanes import LaneCode, complete, lane_code
 from ._params import MuLike, _check_int, _check_n_divisible, _check_q, as_mu
 from ._theory import LoadBreakdown, load_breakdown
+
 
 def _batch_multiple(K: int, q: int, r: int) -> int:
     """Smallest m with K m / (q C(K, r)) a positive integer."""

@@ -5,11 +5,12 @@ its memory-sharing envelope.  All values are exact :class:`fractions.Fraction` s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 from ._params import MuLike, _check_int, _check_params, as_mu
+
 
 @dataclass(frozen=True)
 class LoadBreakdown:

@@ -19,8 +19,15 @@ columns), so columns need no rounding.
 """
 
 from ..plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
-from ._checks import (_check_budgets, _check_enough, _check_rows, _machines, _placement_args,
-                      check_code, check_speeds)
+from ._checks import (
+                      _check_budgets,
+                      _check_enough,
+                      _check_rows,
+                      _machines,
+                      _placement_args,
+                      check_code,
+                      check_speeds,
+)
 from ._fractional import _mean_c, _present_atoms, _step_lp
 from ._layout import _cum_round, _merge_blocks, _sorted_holders
 from ._load import _TOL, fill, optimal_load

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 from scipy import sparse
