@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["Join", "StepEvents", "ChurnScript", "RandomChurn", "load_churn", "parse_churn",
            "parse_events", "machines_named", "CAUGHT_LIMIT"]
 
@@ -88,17 +90,17 @@ class RandomChurn:
         for name in ("leave", "crash", "join", "straggle"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v <= 1):
-                raise ValueError(f"random.{name}: a probability in [0, 1], got {v!r}")
+                raise ArgumentError(f"random.{name}: a probability in [0, 1], got {v!r}")
         if not (isinstance(self.stragglers, int) and self.stragglers >= 0):
-            raise ValueError(f"random.stragglers: an int >= 0, got {self.stragglers!r}")
+            raise ArgumentError(f"random.stragglers: an int >= 0, got {self.stragglers!r}")
         if not (isinstance(self.factor, (int, float)) and self.factor >= 1 and math.isfinite(self.factor)):
-            raise ValueError(f"random.factor: a finite number >= 1, got {self.factor!r}")
+            raise ArgumentError(f"random.factor: a finite number >= 1, got {self.factor!r}")
         js = tuple(float(x) for x in self.join_speed)
         if len(js) != 2 or not 0 < js[0] <= js[1] or not math.isfinite(js[1]):
-            raise ValueError(f"random.join_speed: [low, high] with 0 < low <= high, got {self.join_speed!r}")
+            raise ArgumentError(f"random.join_speed: [low, high] with 0 < low <= high, got {self.join_speed!r}")
         object.__setattr__(self, "join_speed", js)
         if not 0 < self.join_storage <= 1:
-            raise ValueError(f"random.join_storage: in (0, 1], got {self.join_storage!r}")
+            raise ArgumentError(f"random.join_storage: in (0, 1], got {self.join_storage!r}")
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ class ChurnRun:
 def _machine(v: Any, where: str) -> str:
     if isinstance(v, (str, int)) and not isinstance(v, bool):
         return str(v)
-    raise ValueError(f"{where}: a machine id (str), got {v!r}")
+    raise ArgumentError(f"{where}: a machine id (str), got {v!r}")
 
 
 def parse_churn(doc: Mapping | None) -> ChurnScript:
@@ -198,29 +200,29 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
     if doc is None:
         return ChurnScript()
     if not isinstance(doc, Mapping):
-        raise ValueError(f"churn: a mapping with 'events' and/or 'random', got {type(doc).__name__}")
+        raise ArgumentError(f"churn: a mapping with 'events' and/or 'random', got {type(doc).__name__}")
     unknown = set(doc) - {"events", "random", "seed"}
     if unknown:
-        raise ValueError(f"churn: unknown keys {sorted(unknown)}; known: events, random, seed")
+        raise ArgumentError(f"churn: unknown keys {sorted(unknown)}; known: events, random, seed")
     seed = doc.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"churn.seed: an int, got {seed!r}")
+        raise ArgumentError(f"churn.seed: an int, got {seed!r}")
     by_step: dict[int, dict] = {}
     for i, ev in enumerate(doc.get("events") or []):
         where = f"churn.events[{i}]"
         if not isinstance(ev, Mapping):
-            raise ValueError(f"{where}: a mapping such as {{step: 3, leave: m2}}, got {ev!r}")
+            raise ArgumentError(f"{where}: a mapping such as {{step: 3, leave: m2}}, got {ev!r}")
         step = ev.get("step")
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            raise ValueError(f"{where}.step: an int >= 0, got {step!r}")
+            raise ArgumentError(f"{where}.step: an int >= 0, got {step!r}")
         kinds = [k for k in ("leave", "crash", "join", "slow", "corrupt") if k in ev]
         if len(kinds) != 1:
-            raise ValueError(f"{where}: exactly one of leave, crash, join, slow, corrupt; got "
-                             f"{kinds or list(ev)}")
+            raise ArgumentError(f"{where}: exactly one of leave, crash, join, slow, corrupt; got "
+                                f"{kinds or list(ev)}")
         known = {"step", kinds[0], "steps"} | ({"forever"} if kinds[0] == "corrupt" else {"factor"})
         extra = set(ev) - known
         if extra:
-            raise ValueError(f"{where}: unknown keys {sorted(extra)}")
+            raise ArgumentError(f"{where}: unknown keys {sorted(extra)}")
         slot = by_step.setdefault(step, _new_slot())
         _add_event(slot, ev, kinds[0], where)
     events = {s: StepEvents(tuple(v["leave"]), tuple(v["crash"]), tuple(v["join"]), v["slow"],
@@ -229,11 +231,11 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
     rnd = doc.get("random")
     if rnd is not None:
         if not isinstance(rnd, Mapping):
-            raise ValueError(f"churn.random: a mapping of probabilities, got {rnd!r}")
+            raise ArgumentError(f"churn.random: a mapping of probabilities, got {rnd!r}")
         known = set(RandomChurn.__dataclass_fields__)
         bad = set(rnd) - known
         if bad:
-            raise ValueError(f"churn.random: unknown keys {sorted(bad)}; known: {sorted(known)}")
+            raise ArgumentError(f"churn.random: unknown keys {sorted(bad)}; known: {sorted(known)}")
         rnd = RandomChurn(**rnd)
     return ChurnScript(events, rnd, seed)
 
@@ -255,21 +257,21 @@ def _add_event(slot: dict, ev: Mapping, kind: str, where: str) -> None:
         if isinstance(j, (str, int)):
             j = {"id": j}
         if not isinstance(j, Mapping) or "id" not in j:
-            raise ValueError(f"{where}.join: {{id, speed, storage}}, got {j!r}")
+            raise ArgumentError(f"{where}.join: {{id, speed, storage}}, got {j!r}")
         speed = float(j.get("speed", 1.0))
         storage = float(j.get("storage", 1.0))
         if not (speed > 0 and math.isfinite(speed)):
-            raise ValueError(f"{where}.join.speed: positive and finite, got {j.get('speed')!r}")
+            raise ArgumentError(f"{where}.join.speed: positive and finite, got {j.get('speed')!r}")
         if not 0 < storage <= 1:
-            raise ValueError(f"{where}.join.storage: in (0, 1], got {j.get('storage')!r}")
+            raise ArgumentError(f"{where}.join.storage: in (0, 1], got {j.get('storage')!r}")
         slot["join"].append(Join(_machine(j["id"], f"{where}.join.id"), speed, storage))
     else:
         factor = ev.get("factor", 5.0)
         steps = ev.get("steps", 1)
         if not (isinstance(factor, (int, float)) and factor >= 1):
-            raise ValueError(f"{where}.factor: a number >= 1, got {factor!r}")
+            raise ArgumentError(f"{where}.factor: a number >= 1, got {factor!r}")
         if not (isinstance(steps, int) and steps >= 1):
-            raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
+            raise ArgumentError(f"{where}.steps: an int >= 1, got {steps!r}")
         vals = ev["slow"] if isinstance(ev["slow"], list) else [ev["slow"]]
         for v in vals:
             slot["slow"][_machine(v, f"{where}.slow")] = (float(factor), steps)
@@ -292,14 +294,14 @@ def parse_events(doc, where: str = "events") -> StepEvents:
     for i, d in enumerate(docs):
         at = where if len(docs) == 1 and not isinstance(doc, list) else f"{where}[{i}]"
         if not isinstance(d, Mapping):
-            raise TypeError(f"{at}: a StepEvents or a mapping such as {{crash: m4, slow: m1, "
-                            f"factor: 6}}, got {type(d).__name__} {d!r}")
+            raise ArgumentTypeError(f"{at}: a StepEvents or a mapping such as {{crash: m4, slow: m1, "
+                                    f"factor: 6}}, got {type(d).__name__} {d!r}")
         extra = set(d) - set(KINDS) - {"factor"}
         if extra:
-            raise ValueError(f"{at}: unknown keys {sorted(map(str, extra))}; known: "
-                             f"{', '.join(KINDS)}, factor")
+            raise ArgumentError(f"{at}: unknown keys {sorted(map(str, extra))}; known: "
+                                f"{', '.join(KINDS)}, factor")
         if "factor" in d and "slow" not in d:
-            raise ValueError(f"{at}.factor: goes with 'slow', which is not given")
+            raise ArgumentError(f"{at}.factor: goes with 'slow', which is not given")
         for kind in (k for k in KINDS if k in d):
             vals = d[kind] if kind == "join" and isinstance(d[kind], list) else [d[kind]]
             if kind == "slow" and isinstance(d[kind], Mapping):
@@ -326,12 +328,12 @@ def _corrupt_event(ev: Mapping, where: str) -> list:
     """``[(machine, steps), ...]`` of a ``corrupt`` event (``steps`` ``inf`` for ``forever``)."""
     forever = ev.get("forever", False)
     if not isinstance(forever, bool):
-        raise ValueError(f"{where}.forever: true or false, got {forever!r}")
+        raise ArgumentError(f"{where}.forever: true or false, got {forever!r}")
     if forever and "steps" in ev:
-        raise ValueError(f"{where}: 'steps' or 'forever: true', not both")
+        raise ArgumentError(f"{where}: 'steps' or 'forever: true', not both")
     steps = ev.get("steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"{where}.steps: an int >= 1, got {steps!r}")
+        raise ArgumentError(f"{where}.steps: an int >= 1, got {steps!r}")
     vals = ev["corrupt"] if isinstance(ev["corrupt"], list) else [ev["corrupt"]]
     return [(_machine(v, f"{where}.corrupt"), math.inf if forever else steps) for v in vals]
 

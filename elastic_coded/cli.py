@@ -21,6 +21,8 @@ import sys
 import time
 from fractions import Fraction
 
+from .errors import ArgumentError
+
 __all__ = ["main"]
 
 TRADEOFF_PROG = "elastic-coded tradeoff"
@@ -62,11 +64,11 @@ def _check_output(opt: str, path: str) -> None:
     any work, so a long run never ends in an unwritable path."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise ValueError(f"--{opt}: cannot write {path!r}: no folder {folder!r}")
+        raise ArgumentError(f"--{opt}: cannot write {path!r}: no folder {folder!r}")
     if os.path.isdir(path):
-        raise ValueError(f"--{opt}: cannot write {path!r}: it is a folder")
+        raise ArgumentError(f"--{opt}: cannot write {path!r}: it is a folder")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ValueError(f"--{opt}: cannot write {path!r}: permission denied")
+        raise ArgumentError(f"--{opt}: cannot write {path!r}: permission denied")
 
 
 def _run_config(args):
@@ -80,20 +82,20 @@ def _run_config(args):
     try:
         cfg = load_config(args.config)
     except yaml.YAMLError as exc:  # a YAML file the config names (its churn script)
-        raise ValueError(_one_line(f"config key 'churn': {exc}")) from None
+        raise ArgumentError(_one_line(f"config key 'churn': {exc}")) from None
     except OSError as exc:
-        raise ValueError(f"config: cannot read {args.config!r}: {exc.strerror or exc}") from None
+        raise ArgumentError(f"config: cannot read {args.config!r}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise ValueError(_one_line(str(exc))) from None
+        raise ArgumentError(_one_line(str(exc))) from None
     if args.steps is not None:
         if args.steps < 1:
-            raise ValueError(f"--steps: {args.steps} must be >= 1")
+            raise ArgumentError(f"--steps: {args.steps} must be >= 1")
         from dataclasses import replace
         cfg = replace(cfg, steps=args.steps)
     per = getattr(args, "machines_per_process", None)
     if per is not None:
         if per < 1:
-            raise ValueError(f"--machines-per-process: {per} must be >= 1")
+            raise ArgumentError(f"--machines-per-process: {per} must be >= 1")
         from dataclasses import replace
         cfg = replace(cfg, ray=replace(cfg.ray, machines_per_process=per))
     if args.json:
@@ -284,7 +286,7 @@ def _parse_mu(text: str, K: int) -> Fraction:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"mu: {text!r} is not a number or fraction such as '1/3'") from None
+        raise ArgumentError(f"mu: {text!r} is not a number or fraction such as '1/3'") from None
     return as_mu(value, K)
 
 
@@ -314,7 +316,7 @@ def _tradeoff_input(args: argparse.Namespace):
 
     K = args.K
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K: {K!r} must be an int >= 1 (the number of servers)")
+        raise ArgumentError(f"K: {K!r} must be an int >= 1 (the number of servers)")
     t = tradeoff(K, _parse_mu(args.mu, K), args.N)
     for opt in ("json", "plot"):
         if getattr(args, opt, None):

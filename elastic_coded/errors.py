@@ -8,6 +8,16 @@ working.  Pure: no Ray.  The classes pickle with their fields (they cross actor 
 ::
 
     ElasticCodedError
+    ├── ArgumentError (ValueError)       an argument's value breaks a rule
+    ├── ArgumentTypeError (TypeError)    an argument is of a type that is not accepted
+    ├── Unsupported (NotImplementedError) a combination the package does not provide
+    ├── InternalError (RuntimeError)     an invariant of the package broke: a bug to report
+    ├── ClusterError (RuntimeError)      Ray refused or failed an operation of the cluster
+    ├── Unreachable (ConnectionError)    no Ray cluster answers at the address given
+    ├── MissingDependency (ImportError)  an optional package a feature needs is not installed
+    ├── NotInvertible (ZeroDivisionError) zero has no inverse in a field
+    ├── SingularMatrix (numpy's LinAlgError) a system over a field has no unique solution
+    ├── NotStored (KeyError)             a machine was asked for rows it does not store
     ├── ConfigError (ValueError)         a YAML config or CLI flag breaks a rule
     ├── PlanError (ValueError)           a plan breaks a constraint of its scheme
     │   ├── BudgetError                  storage budgets cannot hold the rows L+S times
@@ -19,12 +29,63 @@ working.  Pure: no Ray.  The classes pickle with their fields (they cross actor 
 
 from __future__ import annotations
 
-__all__ = ["ElasticCodedError", "ConfigError", "PlanError", "BudgetError", "ShortOfMachines",
+import numpy as np
+
+__all__ = ["ElasticCodedError", "ArgumentError", "ArgumentTypeError", "Unsupported",
+           "InternalError", "ClusterError", "Unreachable", "MissingDependency", "NotInvertible",
+           "SingularMatrix", "NotStored", "ConfigError", "PlanError", "BudgetError", "ShortOfMachines",
            "StepFailed", "VerificationError", "ToleranceExceeded"]
 
 
 class ElasticCodedError(Exception):
     """Base of every error the package raises on purpose."""
+
+
+class ArgumentError(ElasticCodedError, ValueError):
+    """An argument's value breaks a rule (the message names the argument, the value and the
+    rule)."""
+
+
+class ArgumentTypeError(ElasticCodedError, TypeError):
+    """An argument is of a type that is not accepted (the message names the argument, its type
+    and the types accepted)."""
+
+
+class Unsupported(ElasticCodedError, NotImplementedError):
+    """A combination of options, fields or schemes that the package does not provide."""
+
+
+class InternalError(ElasticCodedError, RuntimeError):
+    """An invariant of the package itself broke (a bug to report, not a user's mistake)."""
+
+
+class ClusterError(ElasticCodedError, RuntimeError):
+    """Ray refused or failed an operation of the cluster (not a step: see :class:`StepFailed`)."""
+
+
+class Unreachable(ElasticCodedError, ConnectionError):
+    """No Ray cluster answers at the address given."""
+
+
+class MissingDependency(ElasticCodedError, ImportError):
+    """An optional package that a feature needs is not installed (the message says which extra
+    installs it)."""
+
+
+class NotInvertible(ElasticCodedError, ZeroDivisionError):
+    """Zero has no inverse in the field."""
+
+
+class SingularMatrix(ElasticCodedError, np.linalg.LinAlgError):
+    """A square system over a finite field has no unique solution (numpy's ``LinAlgError``, as
+    ``numpy.linalg.solve`` raises)."""
+
+
+class NotStored(ElasticCodedError, KeyError):
+    """A machine was asked for rows that it does not store."""
+
+    def __str__(self) -> str:  # KeyError's own quotes its message
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigError(ElasticCodedError, ValueError):

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import ArgumentError
+
 __all__ = ["MachineSpec", "machine_specs", "per_process"]
 
 EMULATED_PER_PROCESS = 4  # machines per worker process when speeds are emulated
@@ -29,18 +31,18 @@ def _spec(i: int, m, default_storage: float) -> MachineSpec:
     if isinstance(m, dict):
         bad = set(m) - {"id", "speed", "storage", "node"}
         if bad:
-            raise ValueError(f"machines[{i}]: unknown keys {sorted(bad)}; known: id, speed, "
-                             f"storage, node")
+            raise ArgumentError(f"machines[{i}]: unknown keys {sorted(bad)}; known: id, speed, "
+                                f"storage, node")
         for key in ("speed", "storage"):
             v = m.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise ValueError(f"machines[{i}].{key}: {v!r} must be a number")
+                raise ArgumentError(f"machines[{i}].{key}: {v!r} must be a number")
         return MachineSpec(str(m.get("id", f"m{i}")), float(m.get("speed", 1.0)),
                            float(m.get("storage", default_storage)), m.get("node"))
     if isinstance(m, (int, float)) and not isinstance(m, bool):
         return MachineSpec(f"m{i}", float(m), default_storage)
-    raise ValueError(f"machines[{i}]: a dict {{id, speed, storage}}, a speed, or a "
-                     f"MachineSpec; got {m!r}")
+    raise ArgumentError(f"machines[{i}]: a dict {{id, speed, storage}}, a speed, or a "
+                        f"MachineSpec; got {m!r}")
 
 
 def machine_specs(machines, default_storage: float = 1.0, start: int = 0) -> list[MachineSpec]:
@@ -48,27 +50,27 @@ def machine_specs(machines, default_storage: float = 1.0, start: int = 0) -> lis
     the machine, the value and the rule.  Ids must be distinct."""
     if isinstance(machines, (int, np.integer)) and not isinstance(machines, bool):
         if machines < 1:
-            raise ValueError(f"machines: a positive count, got {machines}")
+            raise ArgumentError(f"machines: a positive count, got {machines}")
         return [MachineSpec(f"m{i}", 1.0, default_storage) for i in range(int(machines))]
     if machines is None or isinstance(machines, (str, bytes, dict)):
-        raise ValueError(f"machines: a count, a list of {{id, speed, storage}}, or 'auto'; "
-                         f"got {machines!r}")
+        raise ArgumentError(f"machines: a count, a list of {{id, speed, storage}}, or 'auto'; "
+                            f"got {machines!r}")
     try:
         items = list(machines)
     except TypeError:
-        raise ValueError(f"machines: a count, a list of {{id, speed, storage}}, or 'auto'; "
-                         f"got {machines!r}") from None
+        raise ArgumentError(f"machines: a count, a list of {{id, speed, storage}}, or 'auto'; "
+                            f"got {machines!r}") from None
     out = [_spec(start + i, m, default_storage) for i, m in enumerate(items)]
     for s in out:
         if not (s.speed > 0 and math.isfinite(s.speed)):
-            raise ValueError(f"machines: speed of {s.id!r} must be positive and finite, "
-                             f"got {s.speed}")
+            raise ArgumentError(f"machines: speed of {s.id!r} must be positive and finite, "
+                                f"got {s.speed}")
         if not 0 < s.storage <= 1:
-            raise ValueError(f"machines: storage of {s.id!r} must lie in (0, 1], got {s.storage}")
+            raise ArgumentError(f"machines: storage of {s.id!r} must lie in (0, 1], got {s.storage}")
     ids = [s.id for s in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise ValueError(f"machines: ids must be distinct, {dup} appear more than once")
+        raise ArgumentError(f"machines: ids must be distinct, {dup} appear more than once")
     return out
 
 
@@ -80,5 +82,5 @@ def per_process(value, time_scale: float) -> int:
     if value is None:
         return EMULATED_PER_PROCESS if time_scale > 0 else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"machines_per_process: must be an integer >= 1 or None, got {value!r}")
+        raise ArgumentError(f"machines_per_process: must be an integer >= 1 or None, got {value!r}")
     return value

@@ -16,6 +16,7 @@ no Ray.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -215,6 +216,19 @@ def group_of(name: str, value) -> Any:
     return cls(**value)
 
 
+_WARNED: set = set()
+"""The flat keywords warned about in this process (each warns once)."""
+
+
+def _warn_flat(key: str, group: str, fld: str) -> None:
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"{key}=: a flat keyword, kept for old code; give it as {group}="
+                  f"{GROUPS[group].__name__}({fld}=...) or {group}={{{fld!r}: ...}}",
+                  DeprecationWarning, stacklevel=4)
+
+
 def split_flat(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[dict, dict]:
     """The four groups with the flat keywords applied, and the keywords left (the policy's
     options).  A setting given both in its group and flat is an error."""
@@ -225,6 +239,7 @@ def split_flat(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[dict
             rest[key] = value
             continue
         group, fld = FLAT[key]
+        _warn_flat(key, group, fld)
         g = groups.get(group)
         if isinstance(g, GROUPS[group]) or (isinstance(g, Mapping) and fld in g):
             raise OptionError(key, value, f"is set twice: also by {group}= (give it once)")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["PageRankResult", "power_law_graph", "google_matrix", "pagerank_update", "pagerank",
            "reference_pagerank", "save_graph", "load_graph"]
 
@@ -43,23 +45,23 @@ class PageRankResult:
 
 def _check_int(name: str, value, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: must be an int, got {value!r} ({type(value).__name__})")
+        raise ArgumentTypeError(f"{name}: must be an int, got {value!r} ({type(value).__name__})")
     if int(value) < lo:
-        raise ValueError(f"{name}: must be an int >= {lo}, got {int(value)}")
+        raise ArgumentError(f"{name}: must be an int >= {lo}, got {int(value)}")
     return int(value)
 
 
 def _check_real(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: must be a real number, got {value!r} "
-                        f"({type(value).__name__})")
+        raise ArgumentTypeError(f"{name}: must be a real number, got {value!r} "
+                                f"({type(value).__name__})")
     return float(value)
 
 
 def _check_damping(damping) -> float:
     d = _check_real("damping", damping)
     if not 0 < d < 1:
-        raise ValueError(f"damping: must be a number in (0, 1), got {d!r}")
+        raise ArgumentError(f"damping: must be a number in (0, 1), got {d!r}")
     return d
 
 
@@ -101,7 +103,7 @@ def power_law_graph(nodes: int, edges: int, seed: int = 0,
     seed = _check_int("seed", seed, 0)
     gamma = _check_real("exponent", exponent)
     if not gamma > 1:
-        raise ValueError(f"exponent: must be > 1 (a power law's tail), got {gamma!r}")
+        raise ArgumentError(f"exponent: must be > 1 (a power law's tail), got {gamma!r}")
     rng = np.random.default_rng(seed)
     senders = max(1, int(n * SENDER_FRACTION))
     src = rng.permutation(n)[:senders][_power_law_ids(rng, senders, e, OUT_EXPONENT)]
@@ -120,10 +122,10 @@ def power_law_graph(nodes: int, edges: int, seed: int = 0,
 def _edges(adj, name: str = "adj") -> sp.csr_array:
     """``adj`` as a canonical float64 CSR copy whose stored entries (the nonzeros) are 1."""
     if not sp.issparse(adj):
-        raise TypeError(f"{name}: must be a SciPy sparse matrix or array, got "
-                        f"{type(adj).__name__}")
+        raise ArgumentTypeError(f"{name}: must be a SciPy sparse matrix or array, got "
+                                f"{type(adj).__name__}")
     if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
-        raise ValueError(f"{name}: must be square (nodes x nodes), got shape {adj.shape}")
+        raise ArgumentError(f"{name}: must be square (nodes x nodes), got shape {adj.shape}")
     a = sp.csr_array(adj, dtype=np.float64, copy=True)
     a.sum_duplicates()
     a.eliminate_zeros()
@@ -152,11 +154,11 @@ def pagerank_update(Mr: np.ndarray, r: np.ndarray, dangling: np.ndarray,
     d = _check_damping(damping)
     Mr, r = np.asarray(Mr, dtype=np.float64), np.asarray(r, dtype=np.float64)
     if r.ndim != 1 or Mr.shape != r.shape:
-        raise ValueError(f"Mr: must have the shape of r, a vector ({r.shape}), "
-                         f"got {Mr.shape}")
+        raise ArgumentError(f"Mr: must have the shape of r, a vector ({r.shape}), "
+                            f"got {Mr.shape}")
     if np.shape(dangling) != r.shape:
-        raise ValueError(f"dangling: must be a boolean mask of shape {r.shape}, "
-                         f"got {np.shape(dangling)}")
+        raise ArgumentError(f"dangling: must be a boolean mask of shape {r.shape}, "
+                            f"got {np.shape(dangling)}")
     return d * Mr + (d * float(r[dangling].sum()) + 1.0 - d) / r.shape[0]
 
 
@@ -175,20 +177,20 @@ def pagerank(matvec: Callable[[np.ndarray], np.ndarray], n: int, dangling,
     d = _check_damping(damping)
     tol_ = _check_real("tol", tol)
     if not tol_ > 0:
-        raise ValueError(f"tol: must be > 0, got {tol_!r}")
+        raise ArgumentError(f"tol: must be > 0, got {tol_!r}")
     max_iter = _check_int("max_iter", max_iter, 1)
     dangling = np.asarray(dangling)
     if dangling.dtype != bool or dangling.shape != (n,):
-        raise ValueError(f"dangling: must be a boolean mask of {n} nodes, got "
-                         f"{dangling.dtype} of shape {dangling.shape}")
+        raise ArgumentError(f"dangling: must be a boolean mask of {n} nodes, got "
+                            f"{dangling.dtype} of shape {dangling.shape}")
     r = np.full(n, 1.0 / n)
     res: list[float] = []
     for it in range(1, max_iter + 1):
         nxt = pagerank_update(matvec(r), r, dangling, d)
         total = nxt.sum()
         if not (np.isfinite(total) and total > 0):
-            raise ValueError(f"matvec: gave ranks summing to {float(total)!r} at iteration {it}, "
-                             "must be finite and > 0")
+            raise ArgumentError(f"matvec: gave ranks summing to {float(total)!r} at iteration {it}, "
+                                "must be finite and > 0")
         nxt /= total
         res.append(float(np.abs(nxt - r).sum()))
         r = nxt
@@ -203,8 +205,8 @@ def reference_pagerank(M, dangling, damping: float = 0.85, tol: float = 1e-10,
                        max_iter: int = 200) -> PageRankResult:
     """The same power iteration (:func:`pagerank`) with SciPy's single-process ``M @ r``."""
     if not sp.issparse(M) or M.ndim != 2 or M.shape[0] != M.shape[1]:
-        raise ValueError(f"M: must be a square SciPy sparse matrix, got "
-                         f"{type(M).__name__} of shape {np.shape(M)}")
+        raise ArgumentError(f"M: must be a square SciPy sparse matrix, got "
+                            f"{type(M).__name__} of shape {np.shape(M)}")
     M = sp.csr_array(M)
     return pagerank(lambda r: M @ r, M.shape[0], dangling, damping, tol, max_iter)
 
@@ -218,8 +220,8 @@ def _google_dangling(M: sp.csr_array, name: str) -> np.ndarray:
     bad = np.flatnonzero(~dangling & (np.abs(cols - 1.0) > 1e-9))
     if bad.size or np.any(M.data < 0):
         j = int(bad[0]) if bad.size else int(M.indices[np.argmax(M.data < 0)])
-        raise ValueError(f"{name}: must be a Google matrix (columns summing to 1 or 0, no "
-                         f"negative entries); column {j} sums to {cols[j]!r}")
+        raise ArgumentError(f"{name}: must be a Google matrix (columns summing to 1 or 0, no "
+                            f"negative entries); column {j} sums to {cols[j]!r}")
     return dangling
 
 
@@ -229,13 +231,13 @@ def save_graph(path: str | os.PathLike, M, dangling: np.ndarray | None = None) -
     path.  The dangling nodes are not stored: they are ``M``'s all-zero columns, found again
     by :func:`load_graph`; if ``dangling`` is given it must be that mask."""
     if not sp.issparse(M) or M.ndim != 2 or M.shape[0] != M.shape[1]:
-        raise ValueError(f"M: must be a square SciPy sparse matrix, got "
-                         f"{type(M).__name__} of shape {np.shape(M)}")
+        raise ArgumentError(f"M: must be a square SciPy sparse matrix, got "
+                            f"{type(M).__name__} of shape {np.shape(M)}")
     M = sp.csr_array(M, dtype=np.float64)
     found = _google_dangling(M, "M")
     if dangling is not None and not np.array_equal(np.asarray(dangling, dtype=bool), found):
-        raise ValueError(f"dangling: must be the all-zero columns of M ({int(found.sum())} "
-                         f"nodes), got a mask of {int(np.sum(dangling))} that differs")
+        raise ArgumentError(f"dangling: must be the all-zero columns of M ({int(found.sum())} "
+                            f"nodes), got a mask of {int(np.sum(dangling))} that differs")
     out = os.fspath(path)
     out = out if out.endswith(".npz") else out + ".npz"
     sp.save_npz(out, sp.csr_matrix(M))
@@ -247,7 +249,7 @@ def load_graph(path: str | os.PathLike) -> tuple[sp.csr_array, np.ndarray]:
     dangling nodes are the all-zero columns)."""
     M = sp.csr_array(sp.load_npz(os.fspath(path)), dtype=np.float64)
     if M.shape[0] != M.shape[1]:
-        raise ValueError(f"path: {os.fspath(path)!r} must hold a square matrix, got shape "
-                         f"{M.shape}")
+        raise ArgumentError(f"path: {os.fspath(path)!r} must hold a square matrix, got shape "
+                            f"{M.shape}")
     M.sum_duplicates()
     return M, _google_dangling(M, f"path {os.fspath(path)!r}")

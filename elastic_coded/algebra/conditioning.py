@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ._basis import basis_matrix, embed
 
 __all__ = ["UNIT_ROUNDOFF", "gamma", "rounding_bound", "solve_condition", "conditions",
@@ -34,10 +35,10 @@ def rounding_bound(terms: int, condition: float, norm_A: float, norm_B: float) -
     """``1.01 * gamma_terms * condition * norm_A * norm_B`` (the 1% covers the second-order
     terms): the module docstring's bound on ``||Y - A B||_F``."""
     if not condition >= 1.0:
-        raise ValueError(f"condition: must be >= 1, got {condition!r}")
+        raise ArgumentError(f"condition: must be >= 1, got {condition!r}")
     for name, val in (("norm_A", norm_A), ("norm_B", norm_B)):
         if not val >= 0.0:
-            raise ValueError(f"{name}: must be a norm (>= 0), got {val!r}")
+            raise ArgumentError(f"{name}: must be a norm (>= 0), got {val!r}")
     return 1.01 * gamma(terms) * float(condition) * float(norm_A) * float(norm_B)
 
 
@@ -53,7 +54,7 @@ def solve_condition(G) -> float:
     G = np.asarray(G, dtype=np.float64)
     m = G.shape[0]
     if G.ndim != 2 or G.shape[1] != m:
-        raise ValueError(f"G: must be square, got shape {G.shape}")
+        raise ArgumentError(f"G: must be square, got shape {G.shape}")
     g = np.abs(G).sum(axis=1)
     try:
         if m <= 64:
@@ -121,7 +122,7 @@ def matrix_conditions(E, patterns) -> np.ndarray:
 def _patterns(patterns, L: int) -> np.ndarray:
     P = np.asarray(patterns, dtype=np.int64)
     if P.ndim != 2 or P.shape[1] != L:
-        raise ValueError(f"patterns: must have shape (N, L={L}), got {P.shape}")
+        raise ArgumentError(f"patterns: must have shape (N, L={L}), got {P.shape}")
     return P
 
 
@@ -187,7 +188,7 @@ def best_subset(cond, have, L: int, start=None, *, exhaustive: int = 2000,
     in one batch of ``L (len(have) - L)`` patterns."""
     have = sorted(int(h) for h in have)
     if len(have) < L:
-        raise ValueError(f"have: need at least L={L} positions, got {len(have)}")
+        raise ArgumentError(f"have: need at least L={L} positions, got {len(have)}")
     if math.comb(len(have), L) <= exhaustive:
         P = np.asarray(list(itertools.combinations(have, L)), dtype=np.int64)
         c = cond(P)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError, NotInvertible, SingularMatrix, Unsupported
 from . import sparse as _sparse
 from .gfp_matmul import MAX_PRIME, matmul_mod
 
@@ -50,11 +51,11 @@ def is_prime(n: int) -> bool:
 
 def _check_matmul_shapes(a: np.ndarray, b: np.ndarray) -> None:
     if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(
-            f"matmul: operands must be 2-D, got shapes {a.shape} and {b.shape}")
+        raise ArgumentError(
+               f"matmul: operands must be 2-D, got shapes {a.shape} and {b.shape}")
     if a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"matmul: shape mismatch {a.shape} @ {b.shape}: a.shape[1] must equal b.shape[0]")
+        raise ArgumentError(
+               f"matmul: shape mismatch {a.shape} @ {b.shape}: a.shape[1] must equal b.shape[0]")
 
 
 class Field:
@@ -69,10 +70,10 @@ class Field:
 
     # -- construction and checks ------------------------------------------------------------
     def asarray(self, x: Any, name: str = "array") -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise Unsupported
 
     def random(self, shape, rng: np.random.Generator) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+        raise Unsupported
 
     def zeros(self, shape) -> np.ndarray:
         return np.zeros(shape, dtype=self.dtype)
@@ -82,30 +83,30 @@ class Field:
 
     def points(self, count: int) -> np.ndarray:  # pragma: no cover - abstract
         """``count`` distinct field elements suitable as evaluation points."""
-        raise NotImplementedError
+        raise Unsupported
 
     # -- arithmetic (elementwise unless said otherwise) -----------------------------------------
     def add(self, a, b):  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise Unsupported
 
     def sub(self, a, b):  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise Unsupported
 
     def mul(self, a, b):  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise Unsupported
 
     def inv(self, a):  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise Unsupported
 
     def div(self, a, b):
         return self.mul(a, self.inv(b))
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+        raise Unsupported
 
     def solve(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # pragma: no cover
         """Solve ``a @ x = b`` for square invertible ``a``."""
-        raise NotImplementedError
+        raise Unsupported
 
     def equal(self, a: np.ndarray, b: np.ndarray, rtol: float = 1e-9) -> bool:
         """Exact equality for finite fields; relative Frobenius error ``<= rtol`` for reals."""
@@ -141,10 +142,10 @@ class RealField(Field):
             return _sparse.as_field_sparse(self, x, name)
         arr = np.asarray(x)
         if arr.dtype.kind not in "biuf":
-            raise TypeError(f"{name}: real field needs a numeric array, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"{name}: real field needs a numeric array, got dtype {arr.dtype}")
         arr = arr.astype(np.float64, copy=False)
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name}: real field values must be finite (found NaN or inf)")
+            raise ArgumentError(f"{name}: real field values must be finite (found NaN or inf)")
         return arr
 
     def random(self, shape, rng):
@@ -191,12 +192,12 @@ class PrimeField(Field):
     def __post_init__(self):
         p = self.p
         if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
-            raise TypeError(f"p: must be an int, got {type(p).__name__} {p!r}")
+            raise ArgumentTypeError(f"p: must be an int, got {type(p).__name__} {p!r}")
         p = int(p)
         if p > MAX_PRIME:
-            raise ValueError(f"p: {p} is above the supported bound {MAX_PRIME} (p < 2^31)")
+            raise ArgumentError(f"p: {p} is above the supported bound {MAX_PRIME} (p < 2^31)")
         if not is_prime(p):
-            raise ValueError(f"p: {p} is not prime")
+            raise ArgumentError(f"p: {p} is not prime")
         object.__setattr__(self, "p", p)
         object.__setattr__(self, "name", f"GF({p})")
 
@@ -212,7 +213,7 @@ class PrimeField(Field):
 
     def points(self, count):
         if count > self.p:
-            raise ValueError(f"count: {self.name} has only {self.p} elements, asked for {count}")
+            raise ArgumentError(f"count: {self.name} has only {self.p} elements, asked for {count}")
         return np.arange(count, dtype=np.int64)
 
     def add(self, a, b):
@@ -228,7 +229,7 @@ class PrimeField(Field):
     def inv(self, a):
         a = np.asarray(a, dtype=np.int64)
         if np.any(a % self.p == 0):
-            raise ZeroDivisionError(f"inv: 0 has no inverse in {self.name}")
+            raise NotInvertible(f"inv: 0 has no inverse in {self.name}")
         flat = [pow(int(v), -1, self.p) for v in a.ravel()]
         return np.asarray(flat, dtype=np.int64).reshape(a.shape)
 
@@ -259,7 +260,7 @@ class BinaryExtField(Field):
     def __post_init__(self):
         T = self.T
         if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or not 1 <= int(T) <= 30:
-            raise ValueError(f"T: GF(2^T) needs an int 1 <= T <= 30, got {T!r}")
+            raise ArgumentError(f"T: GF(2^T) needs an int 1 <= T <= 30, got {T!r}")
         object.__setattr__(self, "T", int(T))
         object.__setattr__(self, "name", f"GF(2^{int(T)})")
 
@@ -279,7 +280,7 @@ class BinaryExtField(Field):
 
     def points(self, count):
         if count > self.order:
-            raise ValueError(f"count: {self.name} has only {self.order} elements, asked for {count}")
+            raise ArgumentError(f"count: {self.name} has only {self.order} elements, asked for {count}")
         return np.arange(count, dtype=np.int64)
 
     def _wrap(self, x):
@@ -296,7 +297,7 @@ class BinaryExtField(Field):
     def inv(self, a):
         a = np.asarray(a, dtype=np.int64)
         if np.any(a == 0):
-            raise ZeroDivisionError(f"inv: 0 has no inverse in {self.name}")
+            raise NotInvertible(f"inv: 0 has no inverse in {self.name}")
         return np.asarray(np.reciprocal(self._wrap(a)), dtype=np.int64)
 
     def matmul(self, a, b):
@@ -311,16 +312,16 @@ class BinaryExtField(Field):
 
 def _solve_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     """Solve ``a x = b`` over GF(p), ``p < 2^31`` (:meth:`PrimeField.solve`); a singular ``a``
-    raises ``numpy.linalg.LinAlgError``, as ``numpy.linalg.solve`` does."""
+    raises :class:`~elastic_coded.errors.SingularMatrix` (a ``numpy.linalg.LinAlgError``), as ``numpy.linalg.solve`` does."""
     n = a.shape[0] if a.ndim == 2 else -1
     if n < 0 or a.shape[1] != n or b.shape[0] != n or b.ndim not in (1, 2):
-        raise ValueError(f"solve: needs a square a and b with as many rows, got shapes "
-                         f"{a.shape} and {b.shape}")
+        raise ArgumentError(f"solve: needs a square a and b with as many rows, got shapes "
+                            f"{a.shape} and {b.shape}")
     M = np.concatenate([a % p, (b[:, None] if b.ndim == 1 else b) % p], axis=1)
     for c in range(n):
         nz = np.flatnonzero(M[c:, c])
         if not nz.size:
-            raise np.linalg.LinAlgError("Singular matrix")
+            raise SingularMatrix("solve: singular matrix (no unique solution in the field)")
         if nz[0]:
             M[[c, c + nz[0]]] = M[[c + nz[0], c]]
         M[c, c:] = M[c, c:] * pow(int(M[c, c]), -1, p) % p
@@ -342,28 +343,28 @@ def _finite_field_array(F, x, name: str) -> np.ndarray:
         try:
             big = [int(v) for v in arr.ravel()]
         except (TypeError, ValueError):
-            raise TypeError(f"{name}: {F.name} needs integer values, got dtype object") from None
+            raise ArgumentTypeError(f"{name}: {F.name} needs integer values, got dtype object") from None
         bad = [v for v in big if not 0 <= v < F.order]
         if bad:
-            raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
-                             f"found {bad[0]}")
+            raise ArgumentError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                                f"found {bad[0]}")
         arr = np.array(big, dtype=np.int64).reshape(arr.shape)
     if arr.dtype.kind not in "biu":
         if arr.dtype.kind == "f" and np.all(np.floor(arr) == arr):
             if arr.size and (arr.min() < 0 or arr.max() >= F.order):
-                raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
-                                 f"found range [{arr.min():.6g}, {arr.max():.6g}]")
+                raise ArgumentError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                                    f"found range [{arr.min():.6g}, {arr.max():.6g}]")
             arr = arr.astype(np.int64)
         else:
-            raise TypeError(f"{name}: {F.name} needs integer values, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"{name}: {F.name} needs integer values, got dtype {arr.dtype}")
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= F.order:
-        raise ValueError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
-                         f"found {int(arr.max())}")
+        raise ArgumentError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+                            f"found {int(arr.max())}")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= F.order):
-        raise ValueError(
-            f"{name}: values must lie in [0, {F.order}) for {F.name}; "
-            f"found range [{arr.min()}, {arr.max()}]")
+        raise ArgumentError(
+               f"{name}: values must lie in [0, {F.order}) for {F.name}; "
+               f"found range [{arr.min()}, {arr.max()}]")
     return arr
 
 
@@ -388,7 +389,7 @@ def field(spec: Any = "real") -> Field:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         return PrimeField(int(spec))
     if not isinstance(spec, str):
-        raise TypeError(f"field: expected a str, int or Field, got {type(spec).__name__} {spec!r}")
+        raise ArgumentTypeError(f"field: expected a str, int or Field, got {type(spec).__name__} {spec!r}")
     s = spec.strip().lower().replace(" ", "")
     if s in ("real", "reals", "float64", "r"):
         return RealField()
@@ -404,6 +405,6 @@ def field(spec: Any = "real") -> Field:
             body = s[len(prefix):].rstrip(")")
             if body.isdigit():
                 return PrimeField(int(body))
-    raise ValueError(
-        f"field: unknown field {spec!r}; known: 'real', 'gf(p)' (p=2^31-1), 'gf(<prime>)', "
-        f"'gf(2^T)'")
+    raise ArgumentError(
+           f"field: unknown field {spec!r}; known: 'real', 'gf(p)' (p=2^31-1), 'gf(<prime>)', "
+           f"'gf(2^T)'")

@@ -47,6 +47,8 @@ import threading
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 __all__ = ["MAX_PRIME", "matmul_mod", "max_chunk"]
 
 MAX_PRIME = 2**31 - 1
@@ -175,9 +177,9 @@ def matmul_mod(a: np.ndarray, b: np.ndarray, p: int, *, chunk: int | None = None
     b = np.asarray(b, dtype=np.int64)
     p = int(p)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul_mod: cannot multiply shapes {a.shape} @ {b.shape}")
+        raise ArgumentError(f"matmul_mod: cannot multiply shapes {a.shape} @ {b.shape}")
     if not 2 <= p <= MAX_PRIME:
-        raise ValueError(f"matmul_mod: p must lie in [2, {MAX_PRIME}], got {p}")
+        raise ArgumentError(f"matmul_mod: p must lie in [2, {MAX_PRIME}], got {p}")
     (m, k), n = a.shape, b.shape[1]
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), dtype=np.int64)
@@ -200,7 +202,7 @@ def matmul_mod(a: np.ndarray, b: np.ndarray, p: int, *, chunk: int | None = None
     if chunk is not None:
         kc = min(kc, int(chunk))
     if kc < 1:
-        raise ValueError(f"matmul_mod: p = {p} needs the two-limb path (limbs=True)")
+        raise ArgumentError(f"matmul_mod: p = {p} needs the two-limb path (limbs=True)")
     if not limbs and k <= kc and max(m * k, k * n, m * n) <= _BLOCK and rows is None:
         # Small, cache-resident: one dgemm, one reduction, one cast.
         ws = _workspace(m * k + k * n + 2 * m * n)

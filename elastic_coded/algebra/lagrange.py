@@ -74,6 +74,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ._basis import basis_matrix, chebyshev_nodes, embed
 from .conditioning import (
     UNIT_ROUNDOFF,
@@ -169,11 +170,11 @@ class LagrangeCode:
     def _checked(self, positions) -> tuple:
         P = tuple(int(p) for p in positions)
         if len(P) != self.L or len(set(P)) != self.L:
-            raise ValueError(
-                f"positions: need exactly L={self.L} distinct positions to decode, got {P}")
+            raise ArgumentError(
+                   f"positions: need exactly L={self.L} distinct positions to decode, got {P}")
         bad = [p for p in P if not 0 <= p < self.K]
         if bad:
-            raise ValueError(f"positions: {bad} outside 0..{self.K - 1}")
+            raise ArgumentError(f"positions: {bad} outside 0..{self.K - 1}")
         return P
 
     # -- encode / decode ------------------------------------------------------------------------
@@ -181,11 +182,11 @@ class LagrangeCode:
         """Coded blocks ``B~_i`` for ``positions`` (default all K): array ``(len, v, r/L)``."""
         B = np.asarray(B)
         if B.ndim != 2:
-            raise ValueError(f"B: must be 2-D, got shape {B.shape}")
+            raise ArgumentError(f"B: must be 2-D, got shape {B.shape}")
         v, r = B.shape
         if r % (self.L * self.width):
-            raise ValueError(f"B: its {r} columns must be divisible by L={self.L}"
-                             + (f" times {self.width} (a complex code)" if self.width > 1 else ""))
+            raise ArgumentError(f"B: its {r} columns must be divisible by L={self.L}"
+                                + (f" times {self.width} (a complex code)" if self.width > 1 else ""))
         c = r // self.L
         blocks = B.reshape(v, self.L, c).transpose(1, 0, 2)  # (L, v, c)
         E = self.encode_matrix if positions is None else self.encode_matrix[list(positions)]
@@ -195,8 +196,8 @@ class LagrangeCode:
         """From ``{position: A_g B~_position}`` with at least ``L`` entries, return ``A_g B_l``
         for every ``l`` stacked as ``(L, rows, cols)``.  Uses the first ``L`` positions given."""
         if len(results) < self.L:
-            raise ValueError(
-                f"results: need at least L={self.L} results to decode, got {len(results)}")
+            raise ArgumentError(
+                   f"results: need at least L={self.L} results to decode, got {len(results)}")
         positions = list(results)[: self.L]
         if self.identity:  # the result itself
             return np.asarray(results[positions[0]])[None]
@@ -210,7 +211,7 @@ class LagrangeCode:
         if not np.iscomplexobj(M):
             return self.field.matmul(M, blocks.reshape(n, rows * cols)).reshape(-1, rows, cols)
         if cols % 2:
-            raise ValueError(f"blocks: a complex code needs an even column count, got {cols}")
+            raise ArgumentError(f"blocks: a complex code needs an even column count, got {cols}")
         z = (blocks[:, :, 0::2] + 1j * blocks[:, :, 1::2]).reshape(n, -1)
         w = (M @ z).reshape(M.shape[0], rows, cols // 2)
         out = np.empty((M.shape[0], rows, cols), dtype=np.float64)
@@ -248,7 +249,7 @@ class LagrangeCode:
         (``||B||_F = norm_B``): ``gamma_{inner + 10 w L} * kappa(P) * norm_A * norm_B``.  ``0.0``
         over finite fields, where decodes are exact."""
         if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)) or inner < 0:
-            raise ValueError(f"inner: must be an int >= 0, got {inner!r}")
+            raise ArgumentError(f"inner: must be an int >= 0, got {inner!r}")
         if self.field.exact:
             return 0.0
         return rounding_bound(int(inner) + self.extra_terms, self.decode_condition(positions),
@@ -276,9 +277,9 @@ class LagrangeCode:
 
     def _real_positions(self, positions) -> tuple:
         if self.field.exact:
-            raise ValueError(
-                f"field: decode conditioning is for the real field; decodes over "
-                f"{self.field.name} are exact")
+            raise ArgumentError(
+                   f"field: decode conditioning is for the real field; decodes over "
+                   f"{self.field.name} are exact")
         return self._checked(positions)
 
 
@@ -291,12 +292,12 @@ def lagrange_code(field, L: int, S: int, points: str | None = None) -> LagrangeC
     F = make_field(field)
     for name, val, lo in (("L", L, 1), ("S", S, 0)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-            raise ValueError(f"{name}: must be an int >= {lo}, got {val!r}")
+            raise ArgumentError(f"{name}: must be an int >= {lo}, got {val!r}")
     known = FINITE_POINT_SETS if F.exact else REAL_POINT_SETS
     if points is None:
         points = known[0]
     if points not in known:
-        raise ValueError(f"points: {points!r} is not a point set for {F.name}; known: {known}")
+        raise ArgumentError(f"points: {points!r} is not a point set for {F.name}; known: {known}")
     return _cached_code(F, int(L), int(S), points)
 
 

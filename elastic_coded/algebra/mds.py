@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .fields import Field
 from .fields import field as make_field
 
@@ -40,7 +41,7 @@ class MDSCode:
         """Coded rows ``generator @ data``; ``data`` has ``k`` rows (any trailing shape)."""
         data = np.asarray(data)
         if data.shape[0] != self.k:
-            raise ValueError(f"data: needs k={self.k} rows, got shape {data.shape}")
+            raise ArgumentError(f"data: needs k={self.k} rows, got shape {data.shape}")
         flat = data.reshape(self.k, -1)
         return self.field.matmul(self.generator, flat).reshape((self.n,) + data.shape[1:])
 
@@ -127,17 +128,17 @@ class MDSCode:
         idx = tuple(int(i) for i in indices)
         if len(set(idx)) != len(idx) or (len(idx) != self.k if exactly_k else len(idx) < self.k):
             need = f"k={self.k}" if exactly_k else f"at least k={self.k}"
-            raise ValueError(f"indices: need {need} distinct coded rows, got {len(idx)} "
-                             f"({len(set(idx))} distinct)")
+            raise ArgumentError(f"indices: need {need} distinct coded rows, got {len(idx)} "
+                                f"({len(set(idx))} distinct)")
         if any(not 0 <= i < self.n for i in idx):
-            raise ValueError(f"indices: {idx} outside 0..{self.n - 1}")
+            raise ArgumentError(f"indices: {idx} outside 0..{self.n - 1}")
         return idx
 
     def _check_values(self, values: np.ndarray, rows: int, name: str) -> np.ndarray:
         values = np.asarray(values)
         if values.ndim == 0 or values.shape[0] != rows:
-            raise ValueError(f"{name}: needs one row per index ({rows}), got shape "
-                             f"{values.shape}")
+            raise ArgumentError(f"{name}: needs one row per index ({rows}), got shape "
+                                f"{values.shape}")
         return values
 
     @functools.lru_cache(maxsize=8)  # k x k inverses can be large: keep a few
@@ -150,15 +151,15 @@ def mds_code(field, n: int, k: int, seed: int = 0) -> MDSCode:
     F = make_field(field)
     for name, val in (("n", n), ("k", k)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
-            raise ValueError(f"{name}: must be a positive int, got {val!r}")
+            raise ArgumentError(f"{name}: must be a positive int, got {val!r}")
     n, k = int(n), int(k)
     if n < k:
-        raise ValueError(f"n: an MDS code needs n >= k, got n={n} < k={k}")
+        raise ArgumentError(f"n: an MDS code needs n >= k, got n={n} < k={k}")
     extra = n - k
     if F.exact:
         order = getattr(F, "order", None)
         if order is not None and n > order:
-            raise ValueError(f"n: a Cauchy MDS code over {F.name} needs n <= {order}, got n={n}")
+            raise ArgumentError(f"n: a Cauchy MDS code over {F.name} needs n <= {order}, got n={n}")
         pts = F.points(n)
         y, x = pts[:k], pts[k:]
         C = F.inv(F.sub(x[:, None], y[None, :])) if extra else F.zeros((0, k))

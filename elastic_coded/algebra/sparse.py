@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["is_sparse", "as_field_sparse", "matmul", "vstack", "row_view", "sq_norm", "top",
            "row_nnz", "take_rows", "stack_rows", "RowWeights", "weights_of", "balanced_order"]
 
@@ -39,27 +41,27 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
     ``name`` for a sparse array that is not 2-D, a complex or non-numeric dtype, non-finite
     values, or a field without sparse support."""
     if getattr(x, "ndim", 2) != 2:
-        raise ValueError(f"{name}: a sparse matrix must be 2-D, got {x.ndim}-D shape {x.shape}")
+        raise ArgumentError(f"{name}: a sparse matrix must be 2-D, got {x.ndim}-D shape {x.shape}")
     kind = x.dtype.kind
     if kind == "c":
-        raise TypeError(f"{name}: complex sparse matrices are not supported (dtype {x.dtype}); "
-                        f"the fields are the reals and GF(p): pass the real and imaginary "
-                        f"parts as two matrices")
+        raise ArgumentTypeError(f"{name}: complex sparse matrices are not supported (dtype {x.dtype}); "
+                                f"the fields are the reals and GF(p): pass the real and imaginary "
+                                f"parts as two matrices")
     if kind not in "biuf":
-        raise TypeError(f"{name}: a sparse matrix needs a numeric dtype, got {x.dtype}")
+        raise ArgumentTypeError(f"{name}: a sparse matrix needs a numeric dtype, got {x.dtype}")
     if not getattr(F, "exact", False):
         data_dtype = np.float64
     elif hasattr(F, "p"):
         data_dtype = np.int64
     else:
-        raise TypeError(f"{name}: sparse matrices are supported over the reals and GF(p), not "
-                        f"{F.name}; use field 'real' or 'gf(p)', or pass A dense")
+        raise ArgumentTypeError(f"{name}: sparse matrices are supported over the reals and GF(p), not "
+                                f"{F.name}; use field 'real' or 'gf(p)', or pass A dense")
     A = sp.csr_array(x, copy=True)
     A.sum_duplicates()
     if data_dtype is np.float64:
         data = A.data.astype(np.float64, copy=False)
         if not np.all(np.isfinite(data)):
-            raise ValueError(f"{name}: real field values must be finite (found NaN or inf)")
+            raise ArgumentError(f"{name}: real field values must be finite (found NaN or inf)")
     else:
         data = F.asarray(A.data, name)  # the dense rule: integers in [0, p)
     A = sp.csr_array((data, A.indices.astype(np.int64, copy=False),
@@ -121,8 +123,8 @@ def matmul(F, a, b) -> np.ndarray:
     """``a @ b`` over ``F`` where one operand is sparse: a dense array.  Exact over GF(p)
     (module docstring)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul: shape mismatch {a.shape} @ {b.shape}: a.shape[1] must equal "
-                         f"b.shape[0] (both 2-D)")
+        raise ArgumentError(f"matmul: shape mismatch {a.shape} @ {b.shape}: a.shape[1] must equal "
+                            f"b.shape[0] (both 2-D)")
     if not F.exact:
         return np.asarray(_csr(a, np.float64) @ _dense(b, np.float64)) if sp.issparse(a) \
             else np.asarray(_dense(a, np.float64) @ _csr(b, np.float64))
@@ -131,7 +133,7 @@ def matmul(F, a, b) -> np.ndarray:
     if sp.issparse(b) and not sp.issparse(a):  # (b^T a^T)^T
         return np.ascontiguousarray(
             _mod_product(_csr(b.T, np.int64), _dense(a, np.int64).T, F.p).T)
-    raise TypeError("matmul: over GF(p) one operand must be dense")
+    raise ArgumentTypeError("matmul: over GF(p) one operand must be dense")
 
 
 def _csr(x, dtype):

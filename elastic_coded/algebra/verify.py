@@ -64,7 +64,7 @@ from dataclasses import field as dc_field
 
 import numpy as np
 
-from ..errors import ElasticCodedError
+from ..errors import ArgumentError, ElasticCodedError
 from . import scaling
 from . import sparse as _sparse
 from ._basis import basis_matrix as _basis_matrix
@@ -96,7 +96,7 @@ def default_repeats(F: Field) -> int:
 
 def _positive_int(name: str, val, lo: int = 1) -> int:
     if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-        raise ValueError(f"{name}: must be an int >= {lo}, got {val!r}")
+        raise ArgumentError(f"{name}: must be an int >= {lo}, got {val!r}")
     return int(val)
 
 
@@ -145,7 +145,7 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     F = make_field(field)
     A = F.asarray(A, "A")
     if A.ndim != 2 or 0 in A.shape:
-        raise ValueError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
+        raise ArgumentError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
     e = 0 if F.exact or abs(scaling.exponent(A)) <= scaling.SAFE else scaling.exponent(A)
     A = scaling.scaled(A, e)  # far from 1: its squared norms would leave float64's range
     m, n = A.shape
@@ -179,9 +179,9 @@ def _rows(sketch: Sketch, rows) -> tuple[int, int]:
     try:
         a, b = (int(x) for x in rows)
     except (TypeError, ValueError):
-        raise ValueError(f"rows: must be a pair (start, stop), got {rows!r}") from None
+        raise ArgumentError(f"rows: must be a pair (start, stop), got {rows!r}") from None
     if not 0 <= a < b <= m:
-        raise ValueError(f"rows: need 0 <= start < stop <= {m}, got {rows!r}")
+        raise ArgumentError(f"rows: need 0 <= start < stop <= {m}, got {rows!r}")
     return a, b
 
 
@@ -304,10 +304,10 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition:
     B = F.asarray(B, "B")
     Y = F.asarray(Y, "Y")
     if B.ndim != 2 or B.shape[0] != n:
-        raise ValueError(f"B: must be 2-D with {n} rows (A's columns), got shape {B.shape}")
+        raise ArgumentError(f"B: must be 2-D with {n} rows (A's columns), got shape {B.shape}")
     if Y.shape != (b - a, B.shape[1]):
-        raise ValueError(f"Y: must have shape {(b - a, B.shape[1])} (rows {a}:{b} of A @ B), "
-                         f"got {Y.shape}")
+        raise ArgumentError(f"Y: must have shape {(b - a, B.shape[1])} (rows {a}:{b} of A @ B), "
+                            f"got {Y.shape}")
     extra_terms = _positive_int("extra_terms", extra_terms, 0)
     Us = sketch.U[:, a:b]
     Z, norm_sq, adds = _sketch_rows(sketch, a, b)
@@ -338,23 +338,23 @@ def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.n
     F = code.field
     B = F.asarray(B, "B")
     if B.ndim != 2 or B.shape[1] % (code.L * code.width):
-        raise ValueError(f"B: must be 2-D with columns divisible by L={code.L} times the code's "
-                         f"width {code.width}, got {B.shape}")
+        raise ArgumentError(f"B: must be 2-D with columns divisible by L={code.L} times the code's "
+                            f"width {code.width}, got {B.shape}")
     c = B.shape[1] // code.L
     c0, c1 = (0, c) if cols is None else (int(cols[0]), int(cols[1]))
     if not 0 <= c0 < c1 <= c:
-        raise ValueError(f"cols: need 0 <= start < stop <= {c}, got {cols!r}")
+        raise ArgumentError(f"cols: need 0 <= start < stop <= {c}, got {cols!r}")
     a, b = _rows(sketch, rows)
     decoded = np.asarray(decoded)
     if decoded.shape != (code.L, b - a, c1 - c0):
-        raise ValueError(f"decoded: must have shape {(code.L, b - a, c1 - c0)}, got {decoded.shape}")
+        raise ArgumentError(f"decoded: must have shape {(code.L, b - a, c1 - c0)}, got {decoded.shape}")
     Bp = B.reshape(B.shape[0], code.L, c)[:, :, c0:c1].reshape(B.shape[0], -1)
     Yp = decoded.transpose(1, 0, 2).reshape(b - a, -1)
     if F.exact:
         return check(sketch, Bp, Yp, (a, b))
     if positions is None:
-        raise ValueError("positions: a real-field piece check needs the L positions it was "
-                         "decoded from (they set the tolerance)")
+        raise ArgumentError("positions: a real-field piece check needs the L positions it was "
+                            "decoded from (they set the tolerance)")
     return check(sketch, Bp, Yp, (a, b), condition=code.decode_condition(positions),
                  extra_terms=code.extra_terms)
 
@@ -383,7 +383,7 @@ def locate_lagrange(code: LagrangeCode, results: Mapping[int, np.ndarray], *,
     decode from the others (module docstring)."""
     positions = [int(p) for p in results]
     if len(set(positions)) != len(positions) or any(not 0 <= p < code.K for p in positions):
-        raise ValueError(f"results: positions must be distinct in 0..{code.K - 1}, got {positions}")
+        raise ArgumentError(f"results: positions must be distinct in 0..{code.K - 1}, got {positions}")
     shape = np.asarray(results[positions[0]]).shape
     flat = _stack(code.field, [results[p] for p in positions], shape, "results")
     pts = np.asarray(code.alphas)[positions] if code.generator is None else None
@@ -406,10 +406,10 @@ def locate_mds(code: MDSCode, indices: Sequence[int], coded: np.ndarray, *,
     F = code.field
     idx = [int(i) for i in indices]
     if len(set(idx)) != len(idx) or any(not 0 <= i < code.n for i in idx):
-        raise ValueError(f"indices: must be distinct in 0..{code.n - 1}, got {idx}")
+        raise ArgumentError(f"indices: must be distinct in 0..{code.n - 1}, got {idx}")
     coded = np.asarray(coded)
     if coded.ndim < 1 or coded.shape[0] != len(idx):
-        raise ValueError(f"coded: needs {len(idx)} rows (one per index), got shape {coded.shape}")
+        raise ArgumentError(f"coded: needs {len(idx)} rows (one per index), got shape {coded.shape}")
     flat = _stack(F, list(coded), coded.shape[1:], "coded")
     if F.exact:
         pts, mult = _grs_form(code)
@@ -430,8 +430,8 @@ def _stack(F: Field, arrays, shape, name: str) -> np.ndarray:
     for i, h in enumerate(arrays):
         h = F.asarray(h, name)
         if h.shape != tuple(shape):
-            raise ValueError(f"{name}: every entry must have shape {tuple(shape)}; entry {i} has "
-                             f"{h.shape}")
+            raise ArgumentError(f"{name}: every entry must have shape {tuple(shape)}; entry {i} has "
+                                f"{h.shape}")
         out.append(h.reshape(-1))
     return np.stack(out)
 
@@ -443,12 +443,12 @@ def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, proj
     ``gen``."""
     n = flat.shape[0]
     if n <= k:
-        raise ValueError(f"results: need more than k={k} results to look for faults, got {n}")
+        raise ArgumentError(f"results: need more than k={k} results to look for faults, got {n}")
     most = (n - k) // 2
     f = most if max_faults is None else _positive_int("max_faults", max_faults, 0)
     if f > most:
-        raise ValueError(f"max_faults: at most floor((n - k) / 2) = {most} faults among n={n} "
-                         f"results can be located, got {f}")
+        raise ArgumentError(f"max_faults: at most floor((n - k) / 2) = {most} faults among n={n} "
+                            f"results can be located, got {f}")
     if projections is None:
         J = default_repeats(F) if F.exact else REAL_PROJECTIONS
     else:
@@ -470,7 +470,7 @@ def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, proj
                                      f"max_faults={f}; they cannot be trusted to be located")
         return bad
     if not rtol > 0:
-        raise ValueError(f"rtol: must be > 0, got {rtol!r}")
+        raise ArgumentError(f"rtol: must be > 0, got {rtol!r}")
     z = flat @ np.random.default_rng(seed).standard_normal((flat.shape[1], J))
     return _least_squares_search(np.asarray(gen), z, f, rtol)
 
@@ -479,8 +479,8 @@ def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> 
     n = G.shape[0]
     total = sum(math.comb(n, e) for e in range(f + 1))
     if total > REAL_SEARCH_LIMIT:
-        raise ValueError(f"max_faults: {f} among {n} results means {total} candidate sets, more "
-                         f"than the real-field search's limit {REAL_SEARCH_LIMIT}; pass a smaller one")
+        raise ArgumentError(f"max_faults: {f} among {n} results means {total} candidate sets, more "
+                            f"than the real-field search's limit {REAL_SEARCH_LIMIT}; pass a smaller one")
     for e in range(f + 1):
         combos = list(itertools.combinations(range(n), e))
         X = np.asarray(combos, dtype=np.int64).reshape(len(combos), e)
@@ -517,7 +517,7 @@ def _grs_form(code: MDSCode) -> tuple[np.ndarray, np.ndarray]:
     # generator[i, j] must be v_i * ell_j(a_i) / v_j with ell_j the Lagrange basis through y
     want = F.mul(F.mul(mult[:, None], _basis_matrix(F, y, pts)), F.inv(v_sys)[None, :])
     if not np.array_equal(np.asarray(want), np.asarray(code.generator)):
-        raise ValueError("code: not a systematic Cauchy MDS code as mds_code builds it")
+        raise ArgumentError("code: not a systematic Cauchy MDS code as mds_code builds it")
     return pts, mult
 
 

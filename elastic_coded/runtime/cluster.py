@@ -28,7 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from ..algebra.fields import field as make_field
 from ..algebra.scaling import max_exponent
 from ..churn import ChurnScript, load_churn, parse_churn
-from ..errors import ShortOfMachines, StepFailed
+from ..errors import ArgumentError, ShortOfMachines, StepFailed
 from ..machines import MachineSpec, machine_specs
 from ..options import split_flat
 from ..schemes.policies import family_of, parse_options
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 def _check_int(name: str, val, lo: int) -> int:
     if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-        raise ValueError(f"{name}: must be an int >= {lo}, got {val!r}")
+        raise ArgumentError(f"{name}: must be an int >= {lo}, got {val!r}")
     return int(val)
 
 
@@ -77,7 +77,7 @@ def _option_fields(options) -> dict:
         return dict(options)
     if dataclasses.is_dataclass(options) and not isinstance(options, type):
         return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-    raise ValueError(f"options: a mapping or the policy's options dataclass, got {options!r}")
+    raise ArgumentError(f"options: a mapping or the policy's options dataclass, got {options!r}")
 
 
 PLANS_HELD = 4
@@ -140,12 +140,12 @@ class ElasticCluster:
         self.options = parse_options(policy, {**_option_fields(options), **rest})
         if self._fam.takes_LS:
             if L is None or S is None:
-                raise ValueError(f"{'L' if L is None else 'S'}: policy {policy!r} needs L and S")
+                raise ArgumentError(f"{'L' if L is None else 'S'}: policy {policy!r} needs L and S")
             L, S = _check_int("L", L, 1), _check_int("S", S, 0)
         else:
             if L is not None or S is not None:
-                raise ValueError(f"L, S: policy {policy!r} takes no L or S (got L={L!r}, "
-                                 f"S={S!r}); see its options")
+                raise ArgumentError(f"L, S: policy {policy!r} takes no L or S (got L={L!r}, "
+                                    f"S={S!r}); see its options")
             L, S = 1, 0
         self.deadline, self.keep_plans = run.deadline, rep.keep_plans
         hosted = per_process(ray_opts.machines_per_process, float(run.time_scale))
@@ -333,8 +333,8 @@ class ElasticCluster:
     def _multiply(self, B, policy, events):
         policy = policy or self.policy
         if family_of(policy) != self.family:
-            raise ValueError(f"policy: {policy!r} needs {family_of(policy)} storage; this "
-                             f"cluster stores for {self.family}")
+            raise ArgumentError(f"policy: {policy!r} needs {family_of(policy)} storage; this "
+                                f"cluster stores for {self.family}")
         if self._closed:
             raise StepFailed("cluster: already shut down")
         X, shape, n_cols = self._fam.inputs(self.F, self._loaded, B)
@@ -539,8 +539,8 @@ class ElasticCluster:
     def multiply_transpose(self, B):
         """``A^T @ B``: a step of the transposed source (``transpose=True``, :mod:`.operator`)."""
         if self.transposed is None:
-            raise ValueError("transpose: A^T products need ElasticCluster(..., transpose=True), "
-                             "which stores the rows of A^T beside A's")
+            raise ArgumentError("transpose: A^T products need ElasticCluster(..., transpose=True), "
+                                "which stores the rows of A^T beside A's")
         return self.transposed.multiply(B)
 
     def as_linear_operator(self) -> ClusterOperator:
@@ -548,8 +548,8 @@ class ElasticCluster:
         steps (``rmatvec``/``rmatmat`` with ``transpose=True``), for ``eigsh``, ``svds``,
         ``lsqr``, ``cg``, ``gmres``... (:class:`~.operator.ClusterOperator`)."""
         if self.family == "hetero":
-            raise ValueError("as_linear_operator: policy 'hetero' holds one matrix per master, "
-                             "not one operator; use multiply")
+            raise ArgumentError("as_linear_operator: policy 'hetero' holds one matrix per master, "
+                                "not one operator; use multiply")
         return ClusterOperator(self)
 
     # -- lifecycle --------------------------------------------------------------------------------

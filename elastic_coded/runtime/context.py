@@ -14,11 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InternalError
+
 __all__ = ["StepContext", "ControllerClient", "no_controller"]
 
 
 def _no_call(method: str, *args):
-    raise RuntimeError(f"controller: no controller in this context (called {method!r})")
+    raise InternalError(f"controller: no controller in this context (called {method!r})")
 
 
 @dataclass(frozen=True)

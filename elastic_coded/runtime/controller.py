@@ -20,6 +20,7 @@ import time
 
 import ray
 
+from ..errors import ArgumentError
 from ..machines import MachineSpec
 from ..schemes.families import Setup, make_family
 from ..schemes.policies.rules import REPLAN_SPEED_CHANGE_REAL
@@ -189,7 +190,7 @@ class Controller:
         clash = sorted(set(ids) & set(self.members.table)) or sorted(
             {i for i in ids if ids.count(i) > 1})
         if clash:
-            raise ValueError(f"machines: ids {clash} are already present or repeated")
+            raise ArgumentError(f"machines: ids {clash} are already present or repeated")
         before, joined, moved_total = self.storage.snapshot(), [], 0
         try:
             for s in specs:
@@ -216,8 +217,8 @@ class Controller:
         if machine not in self.members:
             if missing_ok:
                 return False
-            raise ValueError(f"machine: {machine!r} is not present; present: "
-                             f"{sorted(self.members.table)}")
+            raise ArgumentError(f"machine: {machine!r} is not present; present: "
+                                f"{sorted(self.members.table)}")
         h = self.members[machine].handle
         if crash:
             kill(h)

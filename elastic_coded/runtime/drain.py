@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import ray
 
+from ..errors import ClusterError
+
 __all__ = ["draining_nodes", "node_states", "is_preempted", "drain_node", "Drains",
            "PREEMPTED"]
 
@@ -76,7 +78,7 @@ def drain_node(node_id: str, deadline_s: float | None = None, *, reason: str = "
     gcs = ray._private.worker.global_worker.gcs_client
     ok, why = gcs.drain_node(node_id, code, message, deadline_ms)
     if not ok:
-        raise RuntimeError(f"drain: Ray rejected draining node {node_id}: {why}")
+        raise ClusterError(f"drain: Ray rejected draining node {node_id}: {why}")
 
 
 @dataclass

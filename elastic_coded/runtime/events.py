@@ -14,6 +14,7 @@ and applied once.
 from __future__ import annotations
 
 from ..churn import StepEvents, machines_named, parse_events
+from ..errors import ArgumentError
 from ..machines import MachineSpec
 
 __all__ = ["apply"]
@@ -54,16 +55,16 @@ def _check(cl, ev: StepEvents, present, where: str, joins: bool = True) -> None:
     known = cl._ever | set(joining)
     for kind, m in machines_named(ev):
         if kind != "join" and m not in known:
-            raise ValueError(f"{where}: {kind} names machine {m!r}, which was never in this "
-                             f"cluster (present: {sorted(present)}); name a machine of the "
-                             f"cluster")
+            raise ArgumentError(f"{where}: {kind} names machine {m!r}, which was never in this "
+                                f"cluster (present: {sorted(present)}); name a machine of the "
+                                f"cluster")
     if not joins:
         return
     twice = sorted({m for m in joining if joining.count(m) > 1})
     if twice:
-        raise ValueError(f"{where}: join names {twice} more than once; each joining machine "
-                         f"needs its own id")
+        raise ArgumentError(f"{where}: join names {twice} more than once; each joining machine "
+                            f"needs its own id")
     clash = sorted(m for m in joining if m in present and m not in ev.leave)
     if clash:
-        raise ValueError(f"{where}: join of {clash}: a machine of that id is already present; "
-                         f"remove it first (remove_machine({clash[0]!r})), or join another id")
+        raise ArgumentError(f"{where}: join of {clash}: a machine of that id is already present; "
+                            f"remove it first (remove_machine({clash[0]!r})), or join another id")

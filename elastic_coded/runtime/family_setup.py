@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ..algebra import sparse
 from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
+from ..errors import ArgumentError
 from ..schemes.policies import hetero as het
 from . import inputs
 
@@ -89,19 +90,19 @@ def chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
 
 def _read_npz(path: str):
     if not os.path.exists(path):
-        raise ValueError(f"A: no file at {path!r}")
+        raise ArgumentError(f"A: no file at {path!r}")
     try:
         return sp.load_npz(path)
     except (ValueError, OSError, KeyError) as exc:
-        raise ValueError(f"A: the file {path!r} does not hold a sparse matrix written by "
-                         f"scipy.sparse.save_npz ({exc})") from None
+        raise ArgumentError(f"A: the file {path!r} does not hold a sparse matrix written by "
+                            f"scipy.sparse.save_npz ({exc})") from None
 
 
 def _load_sparse(F, A) -> Loaded:
     """A sparse ``A``: checked, as CSR in the balanced row order (:class:`Loaded`)."""
     A = F.asarray(A, "A")
     if min(A.shape) < 1:
-        raise ValueError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
+        raise ArgumentError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
     order = sparse.balanced_order(sparse.row_nnz(A))
     Ap = sp.csr_array(A[order])
     return Loaded(Ap, A.shape, order=order, weights=sparse.weights_of(Ap))
@@ -115,19 +116,19 @@ def _load_matrix(F, A) -> Loaded:
     if isinstance(A, (str, os.PathLike)):
         path = os.path.abspath(str(A))
         if not os.path.exists(path):
-            raise ValueError(f"A: no file at {path!r}")
+            raise ArgumentError(f"A: no file at {path!r}")
         try:
             mm = np.load(path, mmap_mode="r")
         except ValueError as exc:
-            raise ValueError(f"A: the file {path!r} does not hold a plain numeric array "
-                             f"({exc})") from None
+            raise ArgumentError(f"A: the file {path!r} does not hold a plain numeric array "
+                                f"({exc})") from None
         if mm.ndim != 2:
-            raise ValueError(f"A: must be 2-D, the file holds shape {mm.shape}")
+            raise ArgumentError(f"A: must be 2-D, the file holds shape {mm.shape}")
         F.asarray(np.asarray(mm[:1]), "A")  # dtype check on a row
         return Loaded(("npy", path), mm.shape)
     A = F.asarray(A, "A")
     if A.ndim != 2 or min(A.shape) < 1:
-        raise ValueError(f"A: must be a non-empty 2-D array, got shape {A.shape}")
+        raise ArgumentError(f"A: must be a non-empty 2-D array, got shape {A.shape}")
     return Loaded(A, A.shape)
 
 
@@ -156,7 +157,7 @@ def _dense_only(policy: str):
         if isinstance(A, (str, os.PathLike)) and str(A).endswith(".npz"):
             A = _read_npz(os.path.abspath(str(A)))
         if sparse.is_sparse(A):
-            raise ValueError(_densify_message(policy, "A", A))
+            raise ArgumentError(_densify_message(policy, "A", A))
         return _load_matrix(F, A)
     return load
 
@@ -180,16 +181,16 @@ def _usctec_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tu
     try:  # the field has the K + L points it needs
         lagrange_code(F, L, S)
     except ValueError as exc:
-        raise ValueError(
-            f"L, S: L={L}, S={S} need L+S+L = {2 * L + S} distinct points of the field (L+S "
-            f"coded positions, L to interpolate at), and {F.name} has only "
-            f"{getattr(F, 'order', '?')} elements; use a larger field, or smaller L and S "
-            f"({exc})") from None
+        raise ArgumentError(
+               f"L, S: L={L}, S={S} need L+S+L = {2 * L + S} distinct points of the field (L+S "
+               f"coded positions, L to interpolate at), and {F.name} has only "
+               f"{getattr(F, 'order', '?')} elements; use a larger field, or smaller L and S "
+               f"({exc})") from None
     need, n = (L if allow_lower_S else L + S), len(specs)
     if specs and n < need:
-        raise ValueError(
-            f"machines: {n} given, fewer than {'L' if allow_lower_S else 'L+S'} = {need}" +
-            ("" if allow_lower_S else "; add machines, or pass allow_lower_S=True"))
+        raise ArgumentError(
+               f"machines: {n} given, fewer than {'L' if allow_lower_S else 'L+S'} = {need}" +
+               ("" if allow_lower_S else "; add machines, or pass allow_lower_S=True"))
     return ()
 
 
@@ -206,22 +207,22 @@ def _unified_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> t
 
 def _load_masters(F, As) -> Loaded:
     if isinstance(As, np.ndarray) and As.ndim == 2:
-        raise ValueError("A: policy 'hetero' needs a list of matrices, one per master, got one "
-                         "2-D array (wrap it in a list for a single master)")
+        raise ArgumentError("A: policy 'hetero' needs a list of matrices, one per master, got one "
+                            "2-D array (wrap it in a list for a single master)")
     try:
         mats = list(As)
     except TypeError:
-        raise ValueError(f"A: policy 'hetero' needs a list of 2-D matrices, got "
-                         f"{type(As).__name__}") from None
+        raise ArgumentError(f"A: policy 'hetero' needs a list of 2-D matrices, got "
+                            f"{type(As).__name__}") from None
     if not mats:
-        raise ValueError("A: policy 'hetero' needs at least one matrix (one per master)")
+        raise ArgumentError("A: policy 'hetero' needs at least one matrix (one per master)")
     out = []
     for m, A in enumerate(mats):
         if sparse.is_sparse(A):
-            raise ValueError(_densify_message("hetero", f"A[{m}]", A))
+            raise ArgumentError(_densify_message("hetero", f"A[{m}]", A))
         arr = F.asarray(A, f"A[{m}]")
         if arr.ndim != 2 or min(arr.shape) < 1:
-            raise ValueError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
+            raise ArgumentError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
         out.append(arr)
     return Loaded(out, (sum(a.shape[0] for a in out), None), tuple(a.shape for a in out))
 
@@ -230,8 +231,8 @@ def _hetero_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tu
     """The masters' MDS codes (their capacities from the options)."""
     n, M = len(specs), len(loaded.data)
     if specs and n <= M:
-        raise ValueError(f"machines: {n} given; policy 'hetero' needs more machines than "
-                         f"masters ({M})")
+        raise ArgumentError(f"machines: {n} given; policy 'hetero' needs more machines than "
+                            f"masters ({M})")
     rows = tuple(a.shape[0] for a in loaded.data)
     caps = het.capacities(options, rows, getattr(F, "order", None))
     return tuple(mds_code(F, caps[m], rows[m], seed=seed + m) for m in range(M))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ..errors import ArgumentError
 from ..machines import per_process
 from ..schemes.wire import BatchItem, packed_result, unpacked
 from .worker import Machine, MachineDied
@@ -54,13 +55,13 @@ class Worker:
 
     async def add(self, machine_id: str, field_spec, speed: float, time_scale: float) -> None:
         if machine_id in self.machines and self.machines[machine_id].dead is None:
-            raise ValueError(f"machine: {machine_id!r} is already hosted here")
+            raise ArgumentError(f"machine: {machine_id!r} is already hosted here")
         self.machines[machine_id] = Machine(machine_id, field_spec, speed, time_scale)
 
     async def call(self, machine_id: str, method: str, *args):
         """Run machine ``machine_id``'s ``method`` on ``args``."""
         if method not in METHODS:
-            raise ValueError(f"method: {method!r} is not a machine's; one of {sorted(METHODS)}")
+            raise ArgumentError(f"method: {method!r} is not a machine's; one of {sorted(METHODS)}")
         m = self.machines.get(machine_id)
         if m is None:
             raise MachineDied(machine_id, ray.get_runtime_context().get_actor_id(), "is unknown")

@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..algebra import scaling
+from ..errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["matrix_inputs", "master_inputs", "scale", "unscale", "check_finite", "unscale_verdict"]
 
@@ -26,18 +27,18 @@ __all__ = ["matrix_inputs", "master_inputs", "scale", "unscale", "check_finite",
 def _input(F, x, name: str, rows: int) -> np.ndarray:
     """``x`` as a 1-D or 2-D array of ``F``'s values."""
     if x is None or isinstance(x, (str, bytes, Mapping, set)):
-        raise TypeError(f"{name}: an array (a vector, or a matrix of input columns) of "
-                        f"{F.name} values with {rows} rows, got {type(x).__name__} {x!r:.60}")
+        raise ArgumentTypeError(f"{name}: an array (a vector, or a matrix of input columns) of "
+                                f"{F.name} values with {rows} rows, got {type(x).__name__} {x!r:.60}")
     try:
         arr = F.asarray(x, name)
     except ValueError as exc:
         if "inhomogeneous" not in str(exc):
             raise
-        raise ValueError(f"{name}: a rectangular array (rows of equal length), got rows of "
-                         f"different lengths") from None
+        raise ArgumentError(f"{name}: a rectangular array (rows of equal length), got rows of "
+                            f"different lengths") from None
     if arr.ndim not in (1, 2):
-        raise ValueError(f"{name}: must be 1-D (a vector) or 2-D (one input per column), got "
-                         f"{arr.ndim}-D shape {arr.shape}")
+        raise ArgumentError(f"{name}: must be 1-D (a vector) or 2-D (one input per column), got "
+                            f"{arr.ndim}-D shape {arr.shape}")
     return arr
 
 
@@ -47,23 +48,23 @@ def master_inputs(F, masters: tuple, B):
     what the caller passed (a vector for a vector)."""
     M = len(masters)
     if isinstance(B, np.ndarray) and M != 1:
-        raise ValueError(f"B: policy 'hetero' needs a list of M = {M} inputs, got one "
-                         f"array of shape {B.shape}")
+        raise ArgumentError(f"B: policy 'hetero' needs a list of M = {M} inputs, got one "
+                            f"array of shape {B.shape}")
     if B is None or isinstance(B, (str, bytes, Mapping)):
-        raise TypeError(f"B: policy 'hetero' needs a list of M = {M} inputs, got "
-                        f"{type(B).__name__}")
+        raise ArgumentTypeError(f"B: policy 'hetero' needs a list of M = {M} inputs, got "
+                                f"{type(B).__name__}")
     xs = list(B) if not isinstance(B, np.ndarray) else [B]
     if len(xs) != M:
-        raise ValueError(f"B: needs one input per master, M = {M}, got {len(xs)}")
+        raise ArgumentError(f"B: needs one input per master, M = {M}, got {len(xs)}")
     out, vec = [], []
     for m, x in enumerate(xs):
         arr = _input(F, x, f"B[{m}]", masters[m][1])
         vec.append(arr.ndim == 1)
         arr = arr[:, None] if arr.ndim == 1 else arr
         if arr.shape[0] != masters[m][1] or arr.shape[1] < 1:
-            raise ValueError(f"B[{m}]: shape {np.shape(x)} does not fit A[{m}] "
-                             f"{masters[m]} (B[{m}].shape[0] must equal "
-                             f"{masters[m][1]}, with >= 1 column)")
+            raise ArgumentError(f"B[{m}]: shape {np.shape(x)} does not fit A[{m}] "
+                                f"{masters[m]} (B[{m}].shape[0] must equal "
+                                f"{masters[m][1]}, with >= 1 column)")
         out.append(arr)
     return out, lambda Y: [y[:, 0] if v else y for y, v in zip(Y, vec)], \
         sum(x.shape[1] for x in out)
@@ -76,8 +77,8 @@ def matrix_inputs(F, shape: tuple, B):
     vec = B.ndim == 1
     B = B[:, None] if vec else B
     if B.shape[0] != shape[1] or B.shape[1] < 1:
-        raise ValueError(f"B: shape {B.shape} does not fit A {shape} "
-                         f"(B.shape[0] must equal {shape[1]}, with >= 1 column)")
+        raise ArgumentError(f"B: shape {B.shape} does not fit A {shape} "
+                            f"(B.shape[0] must equal {shape[1]}, with >= 1 column)")
     return B, (lambda Y: Y[:, 0]) if vec else (lambda Y: Y), B.shape[1]
 
 
@@ -107,8 +108,8 @@ def check_finite(F, Y) -> None:
         return
     for y in (Y if isinstance(Y, list) else [Y]):
         if not np.all(np.isfinite(y)):
-            raise ValueError("A @ B: the product overflows float64 (inf or nan in the "
-                             "result); scale A or B down")
+            raise ArgumentError("A @ B: the product overflows float64 (inf or nan in the "
+                                "result); scale A or B down")
 
 
 def unscale_verdict(verdict, k: int):

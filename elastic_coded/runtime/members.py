@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ShortOfMachines
+from ..errors import ArgumentError, ShortOfMachines
 from ..machines import MachineSpec
 from ..schemes.families import Present
 from ..schemes.speeds import SpeedEstimate, new_estimate, observe, rescale
@@ -109,13 +109,13 @@ class Members:
         changes then."""
         unknown = sorted((m for m in estimates if m not in self.table), key=str)
         if unknown:
-            raise ValueError(f"estimates: machines {unknown} are not present; present: "
-                             f"{sorted(self.table, key=str)}")
+            raise ArgumentError(f"estimates: machines {unknown} are not present; present: "
+                                f"{sorted(self.table, key=str)}")
         bad = sorted((m for m, e in estimates.items() if not isinstance(e, SpeedEstimate)),
                      key=str)
         if bad:
-            raise ValueError(f"estimates: the values of {bad} are not SpeedEstimate s (take "
-                             f"them from speed_estimates())")
+            raise ArgumentError(f"estimates: the values of {bad} are not SpeedEstimate s (take "
+                                f"them from speed_estimates())")
         for m, e in estimates.items():
             self.table[m].est = e
 

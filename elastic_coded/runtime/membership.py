@@ -23,7 +23,7 @@ import os
 
 import ray
 
-from ..errors import ElasticCodedError, StepFailed
+from ..errors import ElasticCodedError, InternalError, StepFailed
 from ..machines import machine_specs
 from ..schemes.wire import Member
 
@@ -57,7 +57,7 @@ def call(cl, method: str, *args, retry=None):
             revive(cl)
             if retry is not None:
                 args = retry(attempt + 1)
-    raise AssertionError("unreachable")  # pragma: no cover
+    raise InternalError("unreachable")  # pragma: no cover
 
 
 def _is_controller(cl, exc) -> bool:

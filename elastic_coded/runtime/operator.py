@@ -23,6 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from ..errors import ArgumentError
+
 __all__ = ["ClusterOperator", "start_transposed", "transpose_of", "check_transpose"]
 
 
@@ -79,6 +81,6 @@ def start_transposed(cluster, args: dict):
 def check_transpose(policy: str, takes_LS: bool) -> None:
     """``transpose=True`` is for the USCTEC family, whose rows are stored uncoded."""
     if not takes_LS:
-        raise ValueError(f"transpose: policy {policy!r} codes A itself and cannot store A^T "
-                         f"beside it; transpose=True needs a USCTEC-family policy "
-                         f"(usctec-auto, usctec, usctec-pull, dynamic, proportional)")
+        raise ArgumentError(f"transpose: policy {policy!r} codes A itself and cannot store A^T "
+                            f"beside it; transpose=True needs a USCTEC-family policy "
+                            f"(usctec-auto, usctec, usctec-pull, dynamic, proportional)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from ..errors import ArgumentError
+
 __all__ = ["StepReport", "PlanSummary", "PieceSummary", "summarize_plan", "summarize",
            "ReportLog"]
 
@@ -246,7 +248,7 @@ class ReportLog:
 
         if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                    or window < 1):
-            raise ValueError(f"report_window: {window!r} must be an int >= 1 or None")
+            raise ArgumentError(f"report_window: {window!r} must be an int >= 1 or None")
         self._kept = deque(maxlen=window)
         self._tot: list[float] = []
         self._over: list[float] = []

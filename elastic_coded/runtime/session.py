@@ -8,6 +8,8 @@ import socket
 
 import ray
 
+from ..errors import ArgumentError, Unreachable
+
 __all__ = ["ensure_ray", "stop", "check_reachable"]
 
 
@@ -41,18 +43,18 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
     itself retries for minutes); ``"auto"``, ``"local"`` and ``ray://`` addresses are left to
     Ray."""
     if not isinstance(address, str):
-        raise ValueError(f"address: {address!r} must be None, 'auto' or 'host:port'")
+        raise ArgumentError(f"address: {address!r} must be None, 'auto' or 'host:port'")
     if address in ("auto", "local") or "://" in address:
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"address: {address!r} must be None, 'auto' or 'host:port'")
+        raise ArgumentError(f"address: {address!r} must be None, 'auto' or 'host:port'")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise ConnectionError(f"address: no Ray cluster answers at {address!r} within "
-                              f"{timeout:.0f} s ({exc}); start one with 'ray start --head' or "
-                              f"use address=None for an embedded local Ray") from None
+        raise Unreachable(f"address: no Ray cluster answers at {address!r} within "
+                          f"{timeout:.0f} s ({exc}); start one with 'ray start --head' or "
+                          f"use address=None for an embedded local Ray") from None
 
 
 def stop(actors, own_ray: bool) -> None:

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import BudgetError, PlanError, StepFailed
+from ..errors import BudgetError, InternalError, PlanError, StepFailed
 from ..schemes.families import Change, Family
 from ..schemes.policies.rules import REPLAN_SPEED_CHANGE, assign_recovery, keep_plan
 from ..schemes.wire import StepRequest, TaskSpec
@@ -220,7 +220,7 @@ class Storage:
                 log.warning("storage: the budgets of the machines present hold every row only "
                             "L+%d times, not L+S = %d", s, self.L + S)
             return change
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise InternalError("unreachable")  # pragma: no cover
 
     async def repair_midstep(self) -> None:
         """Repair to :meth:`S_now` without shrinking (a step may be running); the rows copied

@@ -57,7 +57,7 @@ import ray
 from ..algebra.lagrange import UNIT_ROUNDOFF
 from ..algebra.scaling import norm
 from ..algebra.verify import make_sketch
-from ..errors import ToleranceExceeded, VerificationError
+from ..errors import ArgumentError, ArgumentTypeError, ToleranceExceeded, VerificationError
 from ..options import VerifyOptions, split_flat
 from .context import StepContext
 from .family_setup import matrix_of
@@ -123,16 +123,16 @@ class Verifier:
     def __init__(self, F, family: str, data, options: VerifyOptions | None = None, *,
                  seed=None, **flat):
         if set(flat) - {"verify", "tolerance", "strict", "exclude_after"}:
-            raise TypeError(f"Verifier: unknown keywords {sorted(flat)}")
+            raise ArgumentTypeError(f"Verifier: unknown keywords {sorted(flat)}")
         if options is not None and flat:
-            raise ValueError(f"Verifier: give options or keywords {sorted(flat)}, not both")
+            raise ArgumentError(f"Verifier: give options or keywords {sorted(flat)}, not both")
         opts = options if options is not None else split_flat({}, flat)[0]["verify"]
         self.options = opts
         self.limit = opts.exclude_after if opts.exclude_after is not None else math.inf
         self.tolerance = None if opts.tolerance is None else float(opts.tolerance)
         self.F, self.family, self.on, self.strict = F, family, opts.on, opts.strict
         if family not in CHECKS:
-            raise ValueError(f"family: one of {sorted(CHECKS)}, got {family!r}")
+            raise ArgumentError(f"family: one of {sorted(CHECKS)}, got {family!r}")
         mats = list(data) if isinstance(data, list) else [matrix_of(data)]
         self.mats = mats
         self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large

@@ -28,6 +28,7 @@ import ray
 
 from ..algebra.fields import field as make_field
 from ..algebra.sparse import is_sparse, row_view, stack_rows, take_rows
+from ..errors import ArgumentError, InternalError, NotStored
 from ..schemes.wire import Call, CallResult, packed_result, unpacked
 
 __all__ = ["Machine", "MachineDied"]
@@ -146,7 +147,7 @@ class Machine:
                     parts.append(take_rows(ch, lo - s0, hi - s0))
             rows = stack_rows(parts)
             if rows.shape[0] != b - a:
-                raise ValueError(f"store: rows {a}:{b} of {source} not covered by the chunks sent")
+                raise ArgumentError(f"store: rows {a}:{b} of {source} not covered by the chunks sent")
             self.stores.setdefault(source, []).append((a, b, self.F.asarray(rows, "A")))
         self._merge(source)
         await self._warm_up()
@@ -208,7 +209,7 @@ class Machine:
         for s0, s1, arr in self.stores.get(source, []):
             if s0 <= a and b <= s1:
                 return row_view(arr, a - s0, b - s0)
-        raise KeyError(f"machine {self.id} does not store rows {a}:{b} of {source}")
+        raise NotStored(f"machine {self.id} does not store rows {a}:{b} of {source}")
 
     # -- compute -------------------------------------------------------------------------------
     @_alive
@@ -306,7 +307,7 @@ class Machine:
         try:
             return self._kept[step]
         except KeyError:
-            raise RuntimeError(f"machine {self.id}: no Map result for step {step}") from None
+            raise InternalError(f"machine {self.id}: no Map result for step {step}") from None
 
     @_alive
     async def shuffle_send(self, step: int, design, plan, k: int) -> list:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import ArgumentError, PlanError
 from ..machines import MachineSpec
 from .policies import hetero as het
 from .policies import unified as uni
@@ -60,8 +60,8 @@ class Present:
         for name in ("budgets", "speeds"):
             missing = [m for m in self.machines if m not in getattr(self, name)]
             if missing:
-                raise ValueError(f"{name}: no entry for machines {missing}; every machine "
-                                 f"present needs one")
+                raise ArgumentError(f"{name}: no entry for machines {missing}; every machine "
+                                    f"present needs one")
 
 
 @dataclass(frozen=True)
@@ -411,7 +411,7 @@ def _usctec(s: Setup) -> Family:
     if units is None:
         return UsctecFamily(s.num_rows, s.L, s.S, s.field, s.seed, s.placement)
     if units.num_rows != s.num_rows:
-        raise ValueError(f"row_prefix: covers {units.num_rows} rows, A has {s.num_rows}")
+        raise ArgumentError(f"row_prefix: covers {units.num_rows} rows, A has {s.num_rows}")
     inner = UsctecFamily(units.num_units, s.L, s.S, s.field, s.seed, s.placement)
     return UnitsFamily(inner, units)
 
@@ -429,6 +429,6 @@ def make_family(name: str, setup: Setup) -> Family:
     """The storage family ``name`` (a key of :data:`FAMILIES`) made with ``setup``."""
     make = FAMILIES.get(name)
     if make is None:
-        raise ValueError(f"family: unknown storage family {name!r}; known: "
-                         f"{', '.join(sorted(FAMILIES))}")
+        raise ArgumentError(f"family: unknown storage family {name!r}; known: "
+                            f"{', '.join(sorted(FAMILIES))}")
     return make(setup)

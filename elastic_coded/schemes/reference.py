@@ -13,6 +13,7 @@ import numpy as np
 
 from ..algebra.fields import Field
 from ..algebra.lagrange import LagrangeCode, lagrange_code
+from ..errors import ArgumentError
 from .plan import StepPlan, Task
 
 __all__ = ["encode_input", "compute_task", "decode_piece", "assemble", "run_step"]
@@ -41,7 +42,7 @@ def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, d
     view = Y.reshape(plan.num_rows, L, num_cols)
     missing = [pi for pi in range(len(plan.pieces)) if pi not in decoded]
     if missing:
-        raise ValueError(f"decoded: pieces {missing[:5]} were not decoded; refusing a partial result")
+        raise ArgumentError(f"decoded: pieces {missing[:5]} were not decoded; refusing a partial result")
     for pi, piece, group in plan.iter_pieces():
         a, b = group.rows
         c0, c1 = (0, num_cols) if piece.cols is None else piece.cols
@@ -59,9 +60,9 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
     A = F.asarray(A, "A")
     B = F.asarray(B, "B")
     if A.shape[0] != plan.num_rows:
-        raise ValueError(f"A: has {A.shape[0]} rows, the plan {plan.num_rows}")
+        raise ArgumentError(f"A: has {A.shape[0]} rows, the plan {plan.num_rows}")
     if A.shape[1] != B.shape[0]:
-        raise ValueError(f"B: shape {B.shape} does not fit A {A.shape} (A.shape[1] == B.shape[0])")
+        raise ArgumentError(f"B: shape {B.shape} does not fit A {A.shape} (A.shape[1] == B.shape[0])")
     r = B.shape[1]
     pad = (-r) % (plan.L * code.width)  # zero columns, as the runtime adds them
     if pad:
@@ -72,7 +73,7 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
     for pi, piece, group in plan.iter_pieces():
         lost = drop.get(pi, set())
         if len(lost) > plan.S:
-            raise ValueError(f"drop: piece {pi} loses {len(lost)} results, more than S = {plan.S}")
+            raise ArgumentError(f"drop: piece {pi} loses {len(lost)} results, more than S = {plan.S}")
         a, b = group.rows
         results = {}
         for pos in range(plan.K):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["Policy", "REGISTRY", "FAMILIES", "register_policy", "unregister_policy", "policy_of",
            "added_policies",
            "get_policy", "usctec_plan",
@@ -103,20 +105,20 @@ class Policy:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: a policy's name is a non-empty string, got {self.name!r}")
+            raise ArgumentError(f"name: a policy's name is a non-empty string, got {self.name!r}")
         if self.family not in FAMILIES:
-            raise ValueError(f"family: one of {FAMILIES}, got {self.family!r}")
+            raise ArgumentError(f"family: one of {FAMILIES}, got {self.family!r}")
         want = ("whole", "pull") if self.family == "usctec" else (self.family,)
         if self.execution not in want:
-            raise ValueError(f"execution: a {self.family} policy runs {want}, got "
-                             f"{self.execution!r}")
+            raise ArgumentError(f"execution: a {self.family} policy runs {want}, got "
+                                f"{self.execution!r}")
         if (self.plan is None) != (self.family != "usctec"):
-            raise ValueError(f"plan: a plan function for the usctec family (only), got "
-                             f"{self.plan!r} for {self.family}")
+            raise ArgumentError(f"plan: a plan function for the usctec family (only), got "
+                                f"{self.plan!r} for {self.family}")
         if self.speculation is not None and not (self.speculation > 1 and
                                                  self.execution == "whole"):
-            raise ValueError(f"speculation: a multiple > 1 on a whole plan, got "
-                             f"{self.speculation!r} ({self.execution})")
+            raise ArgumentError(f"speculation: a multiple > 1 on a whole plan, got "
+                                f"{self.speculation!r} ({self.execution})")
 
     @property
     def pulls(self) -> bool:
@@ -134,9 +136,9 @@ def register_policy(policy: Policy) -> Policy:
     simulator, the config and the CLI then know it.  Register before building an
     ``ElasticCluster``: its controller learns the added policies when it starts.  Returns it."""
     if not isinstance(policy, Policy):
-        raise TypeError(f"policy: a Policy, got {type(policy).__name__}")
+        raise ArgumentTypeError(f"policy: a Policy, got {type(policy).__name__}")
     if policy.name in REGISTRY:
-        raise ValueError(f"policy: {policy.name!r} is already registered")
+        raise ArgumentError(f"policy: {policy.name!r} is already registered")
     REGISTRY[policy.name] = policy
     return policy
 
@@ -144,7 +146,7 @@ def register_policy(policy: Policy) -> Policy:
 def unregister_policy(name: str) -> None:
     """Take a policy added by :func:`register_policy` out again (tests)."""
     if name in _BUILT_IN:
-        raise ValueError(f"policy: {name!r} is built in")
+        raise ArgumentError(f"policy: {name!r} is built in")
     REGISTRY.pop(name, None)
 
 
@@ -159,7 +161,7 @@ def policy_of(name) -> Policy:
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):
-        raise ValueError(f"policy: unknown policy {name!r}; known: {sorted(REGISTRY)}") from None
+        raise ArgumentError(f"policy: unknown policy {name!r}; known: {sorted(REGISTRY)}") from None
 
 
 for _p in (
@@ -195,7 +197,7 @@ def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int
     (:attr:`~elastic_coded.algebra.lagrange.LagrangeCode.width` ``w``): the count is then
     ``(L_step + S) w ceil(r / (w L_step))``."""
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
-        raise ValueError(f"r: the input's column count must be an int >= 1, got {r!r}")
+        raise ArgumentError(f"r: the input's column count must be an int >= 1, got {r!r}")
     if policy_of(policy).uncoded:
         return 1, 0, 0
     if field is None:
@@ -221,6 +223,6 @@ def get_policy(name: str) -> Callable:
     """The plan function of USCTEC-family policy ``name``."""
     p = policy_of(name)
     if p.plan is None:
-        raise ValueError(f"policy: {name!r} stores for {p.family} and has no plan function; "
-                         f"the USCTEC family's: {sorted(n for n, q in REGISTRY.items() if q.plan)}")
+        raise ArgumentError(f"policy: {name!r} stores for {p.family} and has no plan function; "
+                            f"the USCTEC family's: {sorted(n for n, q in REGISTRY.items() if q.plan)}")
     return p.plan

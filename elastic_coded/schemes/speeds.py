@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["SpeedEstimate", "KINDS", "new_estimate", "observe", "rescale"]
 
 KINDS = ("value", "upper")
@@ -34,9 +36,9 @@ def _check_speed(name: str, value) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a positive finite speed, got {value!r}") from None
+        raise ArgumentError(f"{name}: must be a positive finite speed, got {value!r}") from None
     if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name}: must be a positive finite speed, got {value!r}")
+        raise ArgumentError(f"{name}: must be a positive finite speed, got {value!r}")
     return v
 
 
@@ -50,12 +52,12 @@ class SpeedEstimate:
 
     def __post_init__(self):
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise ValueError(f"size: must be an int >= 1, got {self.size!r}")
+            raise ArgumentError(f"size: must be an int >= 1, got {self.size!r}")
         w = tuple(_check_speed("window", v) for v in self.window)
         if not w:
-            raise ValueError("window: must hold at least one observation, got ()")
+            raise ArgumentError("window: must hold at least one observation, got ()")
         if len(w) > self.size:
-            raise ValueError(f"window: holds {len(w)} observations, more than size = {self.size}")
+            raise ArgumentError(f"window: holds {len(w)} observations, more than size = {self.size}")
         object.__setattr__(self, "window", w)
 
     @property
@@ -77,9 +79,9 @@ def observe(est: SpeedEstimate, value, kind: str = "value") -> SpeedEstimate:
     """``est`` after one observation: a measured speed (``kind="value"``) or an upper bound on
     the speed from a cancelled task (``kind="upper"``; dropped unless below ``est.speed``)."""
     if not isinstance(est, SpeedEstimate):
-        raise TypeError(f"est: expected a SpeedEstimate, got {type(est).__name__}")
+        raise ArgumentTypeError(f"est: expected a SpeedEstimate, got {type(est).__name__}")
     if kind not in KINDS:
-        raise ValueError(f"kind: must be one of {list(KINDS)}, got {kind!r}")
+        raise ArgumentError(f"kind: must be one of {list(KINDS)}, got {kind!r}")
     v = _check_speed("value", value)
     if kind == "upper" and v >= est.speed:
         return est
@@ -90,6 +92,6 @@ def rescale(est: SpeedEstimate, factor) -> SpeedEstimate:
     """``est`` with every observation multiplied by ``factor`` (a change of units, e.g. from
     configured relative speeds to measured ones)."""
     if not isinstance(est, SpeedEstimate):
-        raise TypeError(f"est: expected a SpeedEstimate, got {type(est).__name__}")
+        raise ArgumentTypeError(f"est: expected a SpeedEstimate, got {type(est).__name__}")
     f = _check_speed("factor", factor)
     return SpeedEstimate(tuple(v * f for v in est.window), est.size)

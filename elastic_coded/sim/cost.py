@@ -68,6 +68,8 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 __all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish", "host_wait", "taken_in"]
 
 
@@ -110,10 +112,10 @@ class RuntimeCost:
             if f.name in ("per_process", "host_cpus"):
                 low = 1 if f.name == "per_process" else 0
                 if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                    raise ValueError(f"{f.name}: an int >= {low}, got {v!r}")
+                    raise ArgumentError(f"{f.name}: an int >= {low}, got {v!r}")
             elif isinstance(v, bool) or not isinstance(v, (int, float)) or not (
                     v >= 0 and math.isfinite(v)):
-                raise ValueError(f"{f.name}: seconds, a finite number >= 0, got {v!r}")
+                raise ArgumentError(f"{f.name}: seconds, a finite number >= 0, got {v!r}")
 
     @property
     def fixed_s(self) -> float:
@@ -146,7 +148,7 @@ class RuntimeCost:
         known = {f.name for f in fields(cls)}
         bad = sorted(set(data) - known)
         if bad:
-            raise ValueError(f"cost: {bad} are not fields of RuntimeCost; known: {sorted(known)}")
+            raise ArgumentError(f"cost: {bad} are not fields of RuntimeCost; known: {sorted(known)}")
         return cls(**dict(data))
 
     @classmethod

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..schemes.plan import Placement, PlanError, StepPlan
 from ..schemes.policies.rules import assign_recovery, backup_copies, speculation_start
 from .cost import taken_in
@@ -82,9 +83,9 @@ class Speculation:
     def __post_init__(self):
         if not (isinstance(self.multiplier, (int, float)) and self.multiplier >= 1
                 and math.isfinite(self.multiplier)):
-            raise ValueError(f"multiplier: a finite number >= 1, got {self.multiplier!r}")
+            raise ArgumentError(f"multiplier: a finite number >= 1, got {self.multiplier!r}")
         if not (isinstance(self.quantile, (int, float)) and 0 <= self.quantile <= 1):
-            raise ValueError(f"quantile: a fraction in [0, 1], got {self.quantile!r}")
+            raise ArgumentError(f"quantile: a fraction in [0, 1], got {self.quantile!r}")
 
     def min_completed(self, n_tasks: int) -> int:
         """Tasks that must have completed before speculation starts."""
@@ -140,20 +141,20 @@ def _aligned(values, avail: tuple, name: str, default: float | None) -> np.ndarr
     """Per-machine values aligned with ``avail``, from a mapping or a sequence."""
     if values is None:
         if default is None:
-            raise ValueError(f"{name}: required")
+            raise ArgumentError(f"{name}: required")
         return np.full(len(avail), float(default))
     if isinstance(values, Mapping):
         missing = [m for m in avail if m not in values]
         if missing:
-            raise ValueError(f"{name}: no value for machines {missing[:5]}")
+            raise ArgumentError(f"{name}: no value for machines {missing[:5]}")
         arr = np.array([float(values[m]) for m in avail])
     else:
         arr = np.asarray(values, dtype=np.float64).reshape(-1)
         if arr.size != len(avail):
-            raise ValueError(f"{name}: expected {len(avail)} values (one per available machine), "
-                             f"got {arr.size}")
+            raise ArgumentError(f"{name}: expected {len(avail)} values (one per available machine), "
+                                f"got {arr.size}")
     if not np.all(np.isfinite(arr) & (arr > 0)):
-        raise ValueError(f"{name}: every value must be positive and finite, got {arr.tolist()[:8]}")
+        raise ArgumentError(f"{name}: every value must be positive and finite, got {arr.tolist()[:8]}")
     return arr
 
 
@@ -318,8 +319,8 @@ def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.nd
     has taken each result in (``each`` apiece, as the runtime's deadline measures a call's
     time); updates ``kth`` and ``free`` in place.  Returns ``(copies, t*)``."""
     if comp.K != 1:
-        raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
-                         f"L={comp.plan.L}, S={comp.plan.S}")
+        raise ArgumentError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
+                            f"L={comp.plan.L}, S={comp.plan.S}")
     orig = comp.piece_idx[:, 0]
     f_live = f if crashed is None else np.where(crashed, np.inf, f)
     seen = taken_in(f_live, each) if each > 0 else f_live
@@ -357,7 +358,7 @@ def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.nd
 # ------------------------------------------------------------------------------------------------
 def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_at):
     if not isinstance(plan, StepPlan):
-        raise TypeError(f"plan: expected a StepPlan, got {type(plan).__name__}")
+        raise ArgumentTypeError(f"plan: expected a StepPlan, got {type(plan).__name__}")
     avail = plan.available
     sp = _aligned(speeds, avail, "speeds", None)
     sl = _aligned(slowdowns, avail, "slowdowns", 1.0)
@@ -365,11 +366,11 @@ def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_
     crashed = set(crashed or ())
     unknown = crashed - set(avail)
     if unknown:
-        raise ValueError(f"crashed: machines {sorted(map(str, unknown))[:5]} are not in the plan")
+        raise ArgumentError(f"crashed: machines {sorted(map(str, unknown))[:5]} are not in the plan")
     if not (time_scale > 0 and math.isfinite(time_scale)):
-        raise ValueError(f"time_scale: positive and finite, got {time_scale!r}")
+        raise ArgumentError(f"time_scale: positive and finite, got {time_scale!r}")
     if not 0 <= crash_at <= 1:
-        raise ValueError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
+        raise ArgumentError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
     return avail, sp, sl, est, crashed
 
 
@@ -478,8 +479,8 @@ class _Reference:
         """Backup copies at the one time they start (plain loops); updates ``piece_times``."""
         plan = self.plan
         if plan.K != 1:
-            raise ValueError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
-                             f"L={plan.L}, S={plan.S}")
+            raise ArgumentError(f"speculation: needs the uncoded split (L=1, S=0), the plan has "
+                                f"L={plan.L}, S={plan.S}")
         done = sorted(self.live[p.machines[0]] for p in plan.pieces
                       if p.machines[0] not in self.crashed)
         t_star = math.inf
@@ -535,9 +536,9 @@ class PlanCache:
 
     def __init__(self, tol: float = 0.05, max_entries: int = 32):
         if not (isinstance(tol, (int, float)) and tol >= 0 and math.isfinite(tol)):
-            raise ValueError(f"tol: a finite relative tolerance >= 0, got {tol!r}")
+            raise ArgumentError(f"tol: a finite relative tolerance >= 0, got {tol!r}")
         if not (isinstance(max_entries, int) and max_entries >= 1):
-            raise ValueError(f"max_entries: an int >= 1, got {max_entries!r}")
+            raise ArgumentError(f"max_entries: an int >= 1, got {max_entries!r}")
         self.tol = float(tol)
         self._log_tol = math.log1p(self.tol)
         self.max_entries = max_entries

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError, InternalError
 from ..schemes.plan import PlanError
 from ..schemes.policies import hetero as het
 from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
@@ -72,15 +73,15 @@ class HeteroVariant:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: a non-empty string, got {self.name!r}")
+            raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         ms = tuple(self.masters)
         if not ms or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1
                          for x in ms):
-            raise ValueError(f"masters: the row counts (L_1, ..., L_M) of at least one master, "
-                             f"ints >= 1, got {self.masters!r}")
+            raise ArgumentError(f"masters: the row counts (L_1, ..., L_M) of at least one master, "
+                                f"ints >= 1, got {self.masters!r}")
         object.__setattr__(self, "masters", tuple(int(x) for x in ms))
         if not isinstance(self.options, het.HeteroOptions):
-            raise TypeError(f"options: a HeteroOptions, got {type(self.options).__name__}")
+            raise ArgumentTypeError(f"options: a HeteroOptions, got {type(self.options).__name__}")
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def hetero_lower_bound(storage: het.HeteroStorage, live, slow: Mapping,
     obj[-1] = 1.0
     res = linprog(obj, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if res.status != 0:
-        raise RuntimeError(f"hetero_lower_bound: the LP failed: {res.message}")
+        raise InternalError(f"hetero_lower_bound: the LP failed: {res.message}")
     return float(res.x[-1])
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
+
 __all__ = [
     "NoDelays", "IIDStragglers", "ShiftedExponential", "MarkovStragglers", "SlowSpells",
     "TraceDelays", "Compose", "EqualSpeeds", "UniformSpeeds", "LinearSpeeds", "FixedSpeeds",
@@ -33,21 +35,21 @@ __all__ = [
 def _prob(name: str, v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not 0 <= v <= 1:
-        raise ValueError(f"{name}: a probability in [0, 1], got {v!r}")
+        raise ArgumentError(f"{name}: a probability in [0, 1], got {v!r}")
     return float(v)
 
 
 def _factor(name: str, v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not (v >= 1 and math.isfinite(v)):
-        raise ValueError(f"{name}: a finite slowdown factor >= 1, got {v!r}")
+        raise ArgumentError(f"{name}: a finite slowdown factor >= 1, got {v!r}")
     return float(v)
 
 
 def _positive(name: str, v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"{name}: a positive finite number, got {v!r}")
+        raise ArgumentError(f"{name}: a positive finite number, got {v!r}")
     return float(v)
 
 
@@ -55,20 +57,20 @@ def _speed_range(low, high) -> None:
     _positive("low", low)
     _positive("high", high)
     if high < low:
-        raise ValueError(f"high: must be >= low = {low!r}, got {high!r}")
+        raise ArgumentError(f"high: must be >= low = {low!r}, got {high!r}")
 
 
 def _shape(steps, N) -> tuple[int, int]:
     for name, v in (("steps", steps), ("N", N)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name}: an int >= 0, got {v!r}")
+            raise ArgumentError(f"{name}: an int >= 0, got {v!r}")
     return int(steps), int(N)
 
 
 def check_model(model, name: str = "model"):
     """``model`` must have a ``sample(rng, steps, N)`` method."""
     if not callable(getattr(model, "sample", None)):
-        raise TypeError(f"{name}: a model with sample(rng, steps, N), got {type(model).__name__}")
+        raise ArgumentTypeError(f"{name}: a model with sample(rng, steps, N), got {type(model).__name__}")
     return model
 
 
@@ -98,11 +100,11 @@ class IIDStragglers:
     def __post_init__(self):
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)
                                    or self.k < 0):
-            raise ValueError(f"k: stragglers per step, an int >= 0 (or None), got {self.k!r}")
+            raise ArgumentError(f"k: stragglers per step, an int >= 0 (or None), got {self.k!r}")
         _prob("p", self.p)
         _factor("factor", self.factor)
         if self.k is not None and self.p:
-            raise ValueError(f"k, p: give one of them (k={self.k!r}, p={self.p!r})")
+            raise ArgumentError(f"k, p: give one of them (k={self.k!r}, p={self.p!r})")
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
         steps, N = _shape(steps, N)
@@ -128,8 +130,8 @@ class ShiftedExponential:
     def __post_init__(self):
         if not (isinstance(self.tail, (int, float)) and self.tail >= 0
                 and math.isfinite(self.tail)):
-            raise ValueError(f"tail: mean of the exponential part (a multiple of the shift), "
-                             f"finite and >= 0, got {self.tail!r}")
+            raise ArgumentError(f"tail: mean of the exponential part (a multiple of the shift), "
+                                f"finite and >= 0, got {self.tail!r}")
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
         steps, N = _shape(steps, N)
@@ -154,8 +156,8 @@ class MarkovStragglers:
         _prob("p_recover", self.p_recover)
         _factor("factor", self.factor)
         if self.p_slow + self.p_recover == 0:
-            raise ValueError("p_slow, p_recover: both 0 leaves the chain without a stationary "
-                             "distribution; give at least one > 0")
+            raise ArgumentError("p_slow, p_recover: both 0 leaves the chain without a stationary "
+                                "distribution; give at least one > 0")
 
     @property
     def stationary(self) -> float:
@@ -193,7 +195,7 @@ class SlowSpells:
         d = tuple(self.duration)
         if (len(d) != 2 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
                                    for x in d) or not 1 <= d[0] <= d[1]):
-            raise ValueError(f"duration: (lo, hi) ints with 1 <= lo <= hi, got {self.duration!r}")
+            raise ArgumentError(f"duration: (lo, hi) ints with 1 <= lo <= hi, got {self.duration!r}")
         object.__setattr__(self, "duration", (int(d[0]), int(d[1])))
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
@@ -229,9 +231,9 @@ class TraceDelays:
         if v.ndim == 1:
             v = v[:, None]
         if v.ndim != 2 or v.size == 0:
-            raise ValueError(f"values: a non-empty (steps x machines) array, got shape {v.shape}")
+            raise ArgumentError(f"values: a non-empty (steps x machines) array, got shape {v.shape}")
         if not np.all(np.isfinite(v)) or np.any(v <= 0):
-            raise ValueError("values: every slowdown factor must be positive and finite")
+            raise ArgumentError("values: every slowdown factor must be positive and finite")
         v.setflags(write=False)
         object.__setattr__(self, "values", v)
 
@@ -326,12 +328,12 @@ class FixedSpeeds:
         v = tuple(float(x) for x in np.asarray(self.values, dtype=np.float64).reshape(-1))
         for i, x in enumerate(v):
             if not (x > 0 and math.isfinite(x)):
-                raise ValueError(f"values: every speed must be positive and finite; "
-                                 f"values[{i}] = {x!r}")
+                raise ArgumentError(f"values: every speed must be positive and finite; "
+                                    f"values[{i}] = {x!r}")
         object.__setattr__(self, "values", v)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
         steps, N = _shape(steps, N)
         if N > len(self.values):
-            raise ValueError(f"N: {N} machines, but FixedSpeeds has {len(self.values)} values")
+            raise ArgumentError(f"N: {N} machines, but FixedSpeeds has {len(self.values)} values")
         return np.broadcast_to(np.asarray(self.values[:N]), (steps, N)).copy()

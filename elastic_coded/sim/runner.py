@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
@@ -286,25 +287,25 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     trace = _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage)
     t_trace = time.perf_counter() - t_start
     if not (time_scale > 0 and math.isfinite(time_scale)):
-        raise ValueError(f"time_scale: positive and finite, got {time_scale!r}")
+        raise ArgumentError(f"time_scale: positive and finite, got {time_scale!r}")
     if not 0 <= crash_at <= 1:
-        raise ValueError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
+        raise ArgumentError(f"crash_at: a fraction in [0, 1], got {crash_at!r}")
     q = int(num_rows) if num_rows is not None else 100 * trace.N
     if q < 1:
-        raise ValueError(f"num_rows: a positive int, got {num_rows!r}")
+        raise ArgumentError(f"num_rows: a positive int, got {num_rows!r}")
     variants = resolve_policies(policies, unified_options, hetero_options, masters)
     names = tuple(v if isinstance(v, str) else v.name for v in variants)
     if baseline is not None and baseline not in names:
-        raise ValueError(f"baseline: {baseline!r} is not among the policies {list(names)}")
+        raise ArgumentError(f"baseline: {baseline!r} is not among the policies {list(names)}")
     if cost is not None and not isinstance(cost, RuntimeCost):
-        raise TypeError(f"cost: a RuntimeCost or None, got {type(cost).__name__}")
+        raise ArgumentTypeError(f"cost: a RuntimeCost or None, got {type(cost).__name__}")
     if deadline is not None and not (isinstance(deadline, (int, float)) and deadline >= 1
                                      and math.isfinite(deadline)):
-        raise ValueError(f"deadline: a number >= 1 (a multiple of the median completed call's "
-                         f"time) or None, got {deadline!r}")
+        raise ArgumentError(f"deadline: a number >= 1 (a multiple of the median completed call's "
+                            f"time) or None, got {deadline!r}")
     if pull_options is not None and not isinstance(pull_options, PullOptions):
-        raise TypeError(f"pull_options: a PullOptions or None, got "
-                        f"{type(pull_options).__name__}")
+        raise ArgumentTypeError(f"pull_options: a PullOptions or None, got "
+                                f"{type(pull_options).__name__}")
     env = _Env(L, S, float(time_scale), float(crash_at), int(seed), check_plans, cost,
                None if deadline is None else float(deadline), pull_options)
     configured = _estimates(trace, estimates)
@@ -357,13 +358,13 @@ def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured:
 def _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage) -> Trace:
     if trace is None:
         if N is None or steps is None:
-            raise ValueError("N, steps: give both, or a trace")
+            raise ArgumentError("N, steps: give both, or a trace")
         return make_trace(N, steps, L, S, delays=delays, speeds=speeds, churn=churn, seed=seed,
                           storage=storage)
     if not isinstance(trace, Trace):
-        raise TypeError(f"trace: a Trace from make_trace, got {type(trace).__name__}")
+        raise ArgumentTypeError(f"trace: a Trace from make_trace, got {type(trace).__name__}")
     if (trace.L, trace.S) != (L, S):
-        raise ValueError(f"trace: drawn for L={trace.L}, S={trace.S}, not L={L}, S={S}")
+        raise ArgumentError(f"trace: drawn for L={trace.L}, S={trace.S}, not L={L}, S={S}")
     return trace
 
 
@@ -379,9 +380,9 @@ def _estimates(trace: Trace, estimates) -> np.ndarray:
     elif est0.size == N0:
         configured[:N0] = est0
     else:
-        raise ValueError(f"estimates: a number or {N0} values, got {est0.size}")
+        raise ArgumentError(f"estimates: a number or {N0} values, got {est0.size}")
     if not np.all(np.isfinite(configured) & (configured > 0)):
-        raise ValueError("estimates: every estimate must be positive and finite")
+        raise ArgumentError("estimates: every estimate must be positive and finite")
     return configured
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..churn import CAUGHT_LIMIT, ChurnScript, StepEvents, parse_churn
+from ..errors import ArgumentError, ArgumentTypeError
 from .models import EqualSpeeds, NoDelays, check_model
 
 __all__ = ["Trace", "make_trace"]
@@ -102,8 +103,8 @@ def _as_script(churn) -> ChurnScript | None:
 
     if isinstance(churn, Mapping):
         return parse_churn(churn)
-    raise TypeError(f"churn: a ChurnScript or a mapping (its YAML form), got "
-                    f"{type(churn).__name__}")
+    raise ArgumentTypeError(f"churn: a ChurnScript or a mapping (its YAML form), got "
+                            f"{type(churn).__name__}")
 
 
 def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, churn=None,
@@ -118,13 +119,13 @@ def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, 
     """
     for name, v, lo in (("N", N, 1), ("steps", steps, 0), ("L", L, 1), ("S", S, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{name}: an int >= {lo}, got {v!r}")
+            raise ArgumentError(f"{name}: an int >= {lo}, got {v!r}")
     N, steps, L, S = int(N), int(steps), int(L), int(S)
     K = L + S
     if N < K:
-        raise ValueError(f"N: {N} machines, fewer than L+S = {K}")
+        raise ArgumentError(f"N: {N} machines, fewer than L+S = {K}")
     if not 0 < storage <= 1:
-        raise ValueError(f"storage: a storage budget in (0, 1], got {storage!r}")
+        raise ArgumentError(f"storage: a storage budget in (0, 1], got {storage!r}")
     delays = check_model(NoDelays() if delays is None else delays, "delays")
     script = _as_script(churn)
     ss = np.random.SeedSequence(int(seed))
@@ -176,8 +177,8 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
                 left.append(m)
         for j in ev.join:
             if j.id in present or j.id in left:
-                raise ValueError(f"churn: step {t} joins {j.id!r}, a machine present before the "
-                                 f"step (a machine may rejoin at a later step)")
+                raise ArgumentError(f"churn: step {t} joins {j.id!r}, a machine present before the "
+                                    f"step (a machine may rejoin at a later step)")
             slot_of[j.id] = len(ids)  # a machine that rejoins is a new machine: a new slot
             ids.append(j.id)
             stor.append(float(j.storage))
@@ -186,8 +187,8 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
         if left or ev.join:
             now = tuple(sorted(present))
         if len(now) < K:
-            raise ValueError(f"churn: step {t} leaves {len(now)} machines ({list(now)}), fewer "
-                             f"than L+S = {K}")
+            raise ArgumentError(f"churn: step {t} leaves {len(now)} machines ({list(now)}), fewer "
+                                f"than L+S = {K}")
         crashed = tuple(m for m in ev.crash if m in present)
         corrupt = tuple(m for m in ev.corrupt if m in present and m not in crashed)
         for m, f in ev.slow.items():
@@ -224,14 +225,14 @@ def _base_speeds(speeds, rng: np.random.Generator, steps: int, N: int) -> np.nda
     if isinstance(speeds, (list, tuple, np.ndarray)):
         base = np.asarray(speeds, dtype=np.float64).reshape(-1)
         if base.size != N or not np.all(np.isfinite(base) & (base > 0)):
-            raise ValueError(f"speeds: {N} positive finite speeds, got {base.size} values "
-                             f"{base.tolist()[:8]}")
+            raise ArgumentError(f"speeds: {N} positive finite speeds, got {base.size} values "
+                                f"{base.tolist()[:8]}")
         return np.broadcast_to(base, (steps, N))
     model = check_model(EqualSpeeds() if speeds is None else speeds, "speeds")
     sp0 = np.asarray(model.sample(rng, steps, N), dtype=np.float64)
     if sp0.shape != (steps, N) or not np.all(np.isfinite(sp0) & (sp0 > 0)):
-        raise ValueError(f"speeds: the model must give positive finite speeds of shape "
-                         f"{(steps, N)}, got shape {sp0.shape}")
+        raise ArgumentError(f"speeds: the model must give positive finite speeds of shape "
+                            f"{(steps, N)}, got shape {sp0.shape}")
     return sp0
 
 
@@ -239,6 +240,6 @@ def _slowdowns(delays, rng: np.random.Generator, steps: int, n_slots: int) -> np
     """``(steps, n_slots)`` slowdowns from the delay model (a writable copy)."""
     slowdown = np.asarray(delays.sample(rng, steps, n_slots), dtype=np.float64)
     if slowdown.shape != (steps, n_slots) or not np.all(np.isfinite(slowdown) & (slowdown > 0)):
-        raise ValueError(f"delays: the model must give positive finite slowdowns of shape "
-                         f"{(steps, n_slots)}, got shape {slowdown.shape}")
+        raise ArgumentError(f"delays: the model must give positive finite slowdowns of shape "
+                            f"{(steps, n_slots)}, got shape {slowdown.shape}")
     return np.array(slowdown)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..algebra.fields import field as make_field
+from ..errors import ArgumentError, ArgumentTypeError, InternalError
 from ..schemes.plan import PlanError
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import paced, quorum_time
@@ -67,11 +68,11 @@ class UnifiedVariant:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: a non-empty string, got {self.name!r}")
+            raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         if not isinstance(self.options, uni.UnifiedOptions):
-            raise TypeError(f"options: a UnifiedOptions, got {type(self.options).__name__}")
+            raise ArgumentTypeError(f"options: a UnifiedOptions, got {type(self.options).__name__}")
         if isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1:
-            raise ValueError(f"rows: an int >= 1, got {self.rows!r}")
+            raise ArgumentError(f"rows: an int >= 1, got {self.rows!r}")
 
     @property
     def inputs(self) -> int:
@@ -226,4 +227,4 @@ class UnifiedRun:
             # on the machines left, without the crashes
             start = max((done for _, _, done in fin), default=0.0)
             left = [n for n in left if n not in crashed]
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise InternalError("unreachable")  # pragma: no cover

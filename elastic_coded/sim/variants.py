@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import REGISTRY, get_policy, policy_of
@@ -39,21 +40,21 @@ class Variant:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: a non-empty string, got {self.name!r}")
+            raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         if isinstance(self.plan, str):
             get_policy(self.plan)
         elif not callable(self.plan):
-            raise TypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
+            raise ArgumentTypeError(f"plan: a registry name or a plan function, got {self.plan!r}")
         if self.placement not in ("cyclic", "design"):
-            raise ValueError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
+            raise ArgumentError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
         if self.speculation is None and isinstance(self.plan, str) and \
                 policy_of(self.plan).speculation:
             object.__setattr__(self, "speculation", Speculation(policy_of(self.plan).speculation))
         if self.speculation is not None and not (isinstance(self.plan, str) and
                                                  policy_of(self.plan).uncoded):
-            raise ValueError(f"speculation: runs on the uncoded split (a policy with "
-                             f"uncoded=True, such as 'uncoded' or 'speculative'), not "
-                             f"{self.plan!r}")
+            raise ArgumentError(f"speculation: runs on the uncoded split (a policy with "
+                                f"uncoded=True, such as 'uncoded' or 'speculative'), not "
+                                f"{self.plan!r}")
 
     @property
     def pulls(self) -> bool:
@@ -96,8 +97,8 @@ def _scheme(name: str, unified_options, hetero_options, masters):
     if name == "unified":
         return UnifiedVariant("unified", unified_options or UnifiedOptions())
     if masters is None:
-        raise ValueError("masters: policy 'hetero' needs the masters' row counts "
-                         "masters=(L_1, ..., L_M)")
+        raise ArgumentError("masters: policy 'hetero' needs the masters' row counts "
+                            "masters=(L_1, ..., L_M)")
     return HeteroVariant("hetero", tuple(masters), hetero_options or HeteroOptions())
 
 
@@ -120,21 +121,21 @@ def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None 
         elif isinstance(p, str) and p in REGISTRY and REGISTRY[p].plan is not None:
             v = Variant(p, p, "design")  # a registered policy: its plan on the design placement
         else:
-            raise ValueError(f"policies: unknown policy {p!r}; known: "
-                             f"{sorted(VARIANTS) + list(BOUNDS) + list(SCHEMES)} or a Variant, "
-                             f"UnifiedVariant or HeteroVariant")
+            raise ArgumentError(f"policies: unknown policy {p!r}; known: "
+                                f"{sorted(VARIANTS) + list(BOUNDS) + list(SCHEMES)} or a Variant, "
+                                f"UnifiedVariant or HeteroVariant")
         name = v if isinstance(v, str) else v.name
         if name in seen:
-            raise ValueError(f"policies: {name!r} given twice")
+            raise ArgumentError(f"policies: {name!r} given twice")
         seen.add(name)
         out.append(v)
     if not out:
-        raise ValueError("policies: give at least one")
+        raise ArgumentError("policies: give at least one")
     names = [p for p in policies if isinstance(p, str)]
     for key, val, scheme in (("unified_options", unified_options, "unified"),
                              ("hetero_options", hetero_options, "hetero"),
                              ("masters", masters, "hetero")):
         if val is not None and scheme not in names:
-            raise ValueError(f"{key}: given, but {scheme!r} is not among the policies "
-                             f"{list(names)} (a {scheme.capitalize()}Variant carries its own)")
+            raise ArgumentError(f"{key}: given, but {scheme!r} is not among the policies "
+                                f"{list(names)} (a {scheme.capitalize()}Variant carries its own)")
     return out

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import ray
 
-from ...errors import StepFailed
+from ...errors import InternalError, StepFailed
 from ...schemes.policies import rules
 from ...schemes.policies import unified as uni
 from ...schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
@@ -62,7 +62,7 @@ def run_unified(ctx: StepContext, X: np.ndarray, ev, prep, attempts: int = 3):
             ctx.ctrl.mark_dead(exc.dead)
             ev = type(ev)(slow=ev.slow)
             prep = ctx.ctrl.replan()
-    raise AssertionError("unreachable")  # pragma: no cover
+    raise InternalError("unreachable")  # pragma: no cover
 
 
 class _TooFewServers(StepFailed):

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError, ArgumentTypeError
 from ._model import _as_float, optimal_load
 from ._problem import HeteroProblem, _readonly
 
@@ -73,17 +74,17 @@ def _make_assignment(problem: HeteroProblem, k: np.ndarray, policy: str, method:
 def _owner_array(problem: HeteroProblem, owner: Sequence[int]) -> np.ndarray:
     arr = np.asarray(owner)
     if arr.shape != (problem.N,):
-        raise ValueError(f"owner: needs one entry per worker (N={problem.N}), "
-                         f"got shape {arr.shape}")
+        raise ArgumentError(f"owner: needs one entry per worker (N={problem.N}), "
+                            f"got shape {arr.shape}")
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(arr == np.floor(arr)):
             arr = arr.astype(np.int64)
         else:
-            raise TypeError(f"owner: needs integer master indices, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"owner: needs integer master indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if np.any((arr < -1) | (arr >= problem.M)):
-        raise ValueError(f"owner: entries must be -1 (unassigned) or a master in [0, {problem.M}), "
-                         f"got {arr.tolist()}")
+        raise ArgumentError(f"owner: entries must be -1 (unassigned) or a master in [0, {problem.M}), "
+                            f"got {arr.tolist()}")
     return arr
 
 
@@ -107,14 +108,14 @@ def assignment_from_k(problem: HeteroProblem, k: Any, method: str = "given",
     """A probabilistic :class:`Assignment` from ``k[m,n] in [0, 1]``, ``sum_m k[m,n] <= 1``."""
     k = _as_float(k, "k")
     if k.shape != (problem.M, problem.N):
-        raise ValueError(f"k: must have shape (M, N) = {(problem.M, problem.N)}, got {k.shape}")
+        raise ArgumentError(f"k: must have shape (M, N) = {(problem.M, problem.N)}, got {k.shape}")
     if np.any(~np.isfinite(k)) or np.any(k < 0) or np.any(k > 1):
-        raise ValueError("k: probabilities must lie in [0, 1]")
+        raise ArgumentError("k: probabilities must lie in [0, 1]")
     col = k.sum(axis=0)
     if np.any(col > 1 + 1e-9):
         n = int(np.argmax(col))
-        raise ValueError(f"k: a worker serves at most one master in total, "
-                         f"got sum_m k[m, {n}] = {col[n]:.6g} > 1")
+        raise ArgumentError(f"k: a worker serves at most one master in total, "
+                            f"got sum_m k[m, {n}] = {col[n]:.6g} > 1")
     return _make_assignment(problem, k, "probabilistic", method, info)
 
 
@@ -124,23 +125,23 @@ def validate_assignment(problem: HeteroProblem, assignment: Assignment) -> None:
     served, and ``t*``, ``t`` and the loads consistent with Theorem 1."""
     k = assignment.k
     if k.shape != (problem.M, problem.N):
-        raise ValueError(f"assignment: k has shape {k.shape}, problem needs "
-                         f"{(problem.M, problem.N)}")
+        raise ArgumentError(f"assignment: k has shape {k.shape}, problem needs "
+                            f"{(problem.M, problem.N)}")
     if assignment.policy not in ("dedicated", "probabilistic"):
-        raise ValueError(f"assignment: unknown policy {assignment.policy!r}")
+        raise ArgumentError(f"assignment: unknown policy {assignment.policy!r}")
     if np.any(k < 0) or np.any(k > 1):
-        raise ValueError("assignment: k must lie in [0, 1]")
+        raise ArgumentError("assignment: k must lie in [0, 1]")
     if assignment.policy == "dedicated" and not np.all((k == 0) | (k == 1)):
-        raise ValueError("assignment: a dedicated k must be 0/1")
+        raise ArgumentError("assignment: a dedicated k must be 0/1")
     if np.any(k.sum(axis=0) > 1 + 1e-9):
-        raise ValueError("assignment: some worker serves more than one master in total")
+        raise ArgumentError("assignment: some worker serves more than one master in total")
     empty = np.flatnonzero(k.sum(axis=1) <= 0)
     if empty.size:
-        raise ValueError(f"assignment: master {int(empty[0])} has no worker")
+        raise ArgumentError(f"assignment: master {int(empty[0])} has no worker")
     ref = _make_assignment(problem, k, assignment.policy, assignment.method)
     if not np.allclose(ref.t_star, assignment.t_star, rtol=1e-9, atol=0):
-        raise ValueError("assignment: t_star does not match L_m / sum_n k v")
+        raise ArgumentError("assignment: t_star does not match L_m / sum_n k v")
     if not math.isclose(ref.t, assignment.t, rel_tol=1e-9):
-        raise ValueError("assignment: t must equal max_m t*_m")
+        raise ArgumentError("assignment: t must equal max_m t*_m")
     if not np.allclose(ref.loads, assignment.loads, rtol=1e-9, atol=0):
-        raise ValueError("assignment: loads do not match Theorem 1 at t*_m")
+        raise ArgumentError("assignment: loads do not match Theorem 1 at t*_m")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from ...errors import ArgumentError, InternalError
 from ._assignment import Assignment, assignment_from_k, assignment_from_owner
 from ._greedy import _fill_unassigned, _local_search, _sum_values, simple_greedy
 from ._problem import HeteroProblem
@@ -60,7 +61,7 @@ def exact_assignment(problem: HeteroProblem, *, time_limit: float | None = None,
     res = optimize.milp(c, integrality=integrality, bounds=optimize.Bounds(np.zeros(nk + 1), ub),
                         constraints=constraints, options=options)
     if res.x is None:
-        raise RuntimeError(f"exact_assignment: MILP found no solution ({res.message})")
+        raise InternalError(f"exact_assignment: MILP found no solution ({res.message})")
     k = np.rint(res.x[:nk]).reshape(M, N)
     owner = -np.ones(N, dtype=np.int64)
     for n in range(N):
@@ -91,8 +92,8 @@ def exhaustive_assignment(problem: HeteroProblem, *, max_combinations: int = 2_0
     M, N = problem.M, problem.N
     total = M**N
     if total > max_combinations:
-        raise ValueError(f"problem: M^N = {M}^{N} = {total} assignments exceeds "
-                         f"max_combinations={max_combinations}")
+        raise ArgumentError(f"problem: M^N = {M}^{N} = {total} assignments exceeds "
+                            f"max_combinations={max_combinations}")
     w = problem.w / float(problem.w.max())
     powers = M ** np.arange(N, dtype=np.int64)
     best_val, best_code = -1.0, 0
@@ -132,7 +133,7 @@ def probabilistic_assignment(problem: HeteroProblem) -> Assignment:
     bounds = [(0.0, 1.0)] * nk + [(0.0, None)]
     res = optimize.linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:
-        raise RuntimeError(f"probabilistic_assignment: LP failed ({res.message})")
+        raise InternalError(f"probabilistic_assignment: LP failed ({res.message})")
     k = res.x[:nk].reshape(M, N)
     k = np.where(k < 1e-9, 0.0, np.where(k > 1 - 1e-9, 1.0, k))
     col = k.sum(axis=0)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._assignment import Assignment, assignment_from_owner
 from ._problem import HeteroProblem
 
@@ -168,10 +169,10 @@ def iterated_greedy(problem: HeteroProblem, rng: Any = 0, *, max_iter: int = 200
     several tied poorest masters count.
     """
     if max_iter < 0 or patience < 1:
-        raise ValueError(f"max_iter/patience: need max_iter >= 0 and patience >= 1, "
-                         f"got {max_iter}, {patience}")
+        raise ArgumentError(f"max_iter/patience: need max_iter >= 0 and patience >= 1, "
+                            f"got {max_iter}, {patience}")
     if not 0 < destroy_fraction <= 1:
-        raise ValueError(f"destroy_fraction: must lie in (0, 1], got {destroy_fraction}")
+        raise ArgumentError(f"destroy_fraction: must lie in (0, 1], got {destroy_fraction}")
     rng = np.random.default_rng(rng)
     w = problem.w / float(problem.w.max())  # scale-free comparisons
     init = best_value_assignment(problem)

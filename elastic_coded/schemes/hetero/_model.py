@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 from scipy.special import lambertw
 
+from ...errors import ArgumentError, ArgumentTypeError
+
 
 def _as_float(x: Any, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: needs a real number or array, got dtype {arr.dtype}")
+        raise ArgumentTypeError(f"{name}: needs a real number or array, got dtype {arr.dtype}")
     return arr.astype(np.float64, copy=False)
 
 
@@ -42,7 +44,7 @@ def sample_time(l: Any, a: Any, u: Any, rng: np.random.Generator) -> np.ndarray:
     """Draw ``T = a l + Exp(rate u / l)`` (MATH.md §3); ``l = 0`` gives ``T = 0``."""
     l, a, u = (_as_float(x, n) for x, n in ((l, "l"), (a, "a"), (u, "u")))
     if np.any(l < 0):
-        raise ValueError("l: row counts must be >= 0")
+        raise ArgumentError("l: row counts must be >= 0")
     l, a, u = np.broadcast_arrays(l, a, u)
     return a * l + rng.standard_exponential(l.shape) * (l / u)
 
@@ -95,7 +97,7 @@ def _check_au(a: Any, u: Any) -> tuple[np.ndarray, np.ndarray]:
     u = _as_float(u, "u")
     for name, x in (("a", a), ("u", u)):
         if np.any(~np.isfinite(x)) or np.any(x < 0):
-            raise ValueError(f"{name}: must be finite and >= 0 (model parameters, MATH.md §3)")
+            raise ArgumentError(f"{name}: must be finite and >= 0 (model parameters, MATH.md §3)")
     return np.broadcast_arrays(a, u)
 
 
@@ -118,7 +120,7 @@ def optimal_load(a: Any, u: Any, t: Any) -> np.ndarray:
     a, u = _check_au(a, u)
     t = _as_float(t, "t")
     if np.any(~np.isfinite(t)) or np.any(t < 0):
-        raise ValueError("t: must be finite and >= 0")
+        raise ArgumentError("t: must be finite and >= 0")
     y = _w_minus_one(a * u)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(y > 0, u * t / np.where(y > 0, y, 1.0), np.inf)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from ...errors import ArgumentError
 from ._assignment import Assignment, _make_assignment
 from ._model import _as_float, expected_results, optimal_load
 from ._problem import HeteroProblem
@@ -33,7 +34,7 @@ def integer_loads(assignment: Assignment | Any, problem: HeteroProblem,
     """
     k = assignment.k if isinstance(assignment, Assignment) else _as_float(assignment, "k")
     if k.shape != (problem.M, problem.N):
-        raise ValueError(f"k: must have shape {(problem.M, problem.N)}, got {k.shape}")
+        raise ArgumentError(f"k: must have shape {(problem.M, problem.N)}, got {k.shape}")
     if t is None:
         if isinstance(assignment, Assignment):
             times = np.asarray(assignment.t_star, dtype=np.float64)
@@ -42,16 +43,16 @@ def integer_loads(assignment: Assignment | Any, problem: HeteroProblem,
             times = np.asarray(times, dtype=np.float64)
     else:
         if not (math.isfinite(t) and t > 0):
-            raise ValueError(f"t: must be positive and finite, got {float(t)!r}")
+            raise ArgumentError(f"t: must be positive and finite, got {float(t)!r}")
         times = np.full(problem.M, float(t))
     loads = np.zeros((problem.M, problem.N), dtype=np.int64)
     for m in range(problem.M):
         mask = k[m] > 0
         if not np.any(mask):
-            raise ValueError(f"assignment: master {m} has no worker, so it cannot get "
-                             f"{int(problem.L[m])} coded rows")
+            raise ArgumentError(f"assignment: master {m} has no worker, so it cannot get "
+                                f"{int(problem.L[m])} coded rows")
         if not math.isfinite(times[m]):
-            raise ValueError(f"assignment: master {m} has t* = inf")
+            raise ArgumentError(f"assignment: master {m} has t* = inf")
         real = optimal_load(problem.a[m], problem.u[m], times[m]) * mask
         loads[m] = np.rint(real).astype(np.int64)
         deficit = int(problem.L[m]) - int(loads[m].sum())
@@ -113,32 +114,32 @@ class HeteroPlan:
 
     def __post_init__(self):
         if self.policy not in ("dedicated", "probabilistic"):
-            raise ValueError(f"policy: must be 'dedicated' or 'probabilistic', got {self.policy!r}")
+            raise ArgumentError(f"policy: must be 'dedicated' or 'probabilistic', got {self.policy!r}")
         M = len(self.L)
         if len(self.tasks) != M or len(self.probabilities) != M or len(self.t_star) != M:
-            raise ValueError(f"tasks/probabilities/t_star: need one entry per master (M={M})")
+            raise ArgumentError(f"tasks/probabilities/t_star: need one entry per master (M={M})")
         share = np.zeros(self.n_workers)
         for m, (entries, probs) in enumerate(zip(self.tasks, self.probabilities)):
             if len(entries) != len(probs):
-                raise ValueError(f"probabilities[{m}]: needs one entry per task of master {m}")
+                raise ArgumentError(f"probabilities[{m}]: needs one entry per task of master {m}")
             workers = [wk for wk, _ in entries]
             if len(set(workers)) != len(workers):
-                raise ValueError(f"tasks[{m}]: a worker appears twice")
+                raise ArgumentError(f"tasks[{m}]: a worker appears twice")
             for (wk, rows), p in zip(entries, probs):
                 if not 0 <= wk < self.n_workers:
-                    raise ValueError(f"tasks[{m}]: worker {wk} outside [0, {self.n_workers})")
+                    raise ArgumentError(f"tasks[{m}]: worker {wk} outside [0, {self.n_workers})")
                 if rows < 1:
-                    raise ValueError(f"tasks[{m}]: worker {wk} has {rows} rows (need >= 1)")
+                    raise ArgumentError(f"tasks[{m}]: worker {wk} has {rows} rows (need >= 1)")
                 if not 0 < p <= 1:
-                    raise ValueError(f"probabilities[{m}]: {p} outside (0, 1]")
+                    raise ArgumentError(f"probabilities[{m}]: {p} outside (0, 1]")
                 if self.policy == "dedicated" and p != 1.0:
-                    raise ValueError("probabilities: a dedicated plan has probability 1.0 only")
+                    raise ArgumentError("probabilities: a dedicated plan has probability 1.0 only")
                 share[wk] += p
             if self.code_length(m) < self.L[m]:
-                raise ValueError(f"tasks[{m}]: {self.code_length(m)} coded rows < L[{m}] = "
-                                 f"{self.L[m]}: master {m} could never decode")
+                raise ArgumentError(f"tasks[{m}]: {self.code_length(m)} coded rows < L[{m}] = "
+                                    f"{self.L[m]}: master {m} could never decode")
         if np.any(share > 1 + 1e-9):
-            raise ValueError(f"tasks: worker {int(np.argmax(share))} serves more than one master")
+            raise ArgumentError(f"tasks: worker {int(np.argmax(share))} serves more than one master")
 
     @property
     def M(self) -> int:
@@ -167,9 +168,9 @@ def make_plan(problem: HeteroProblem, assignment: Assignment, loads: Any) -> Het
     """The runtime's plan: per master the ``(worker, coded rows)`` with ``k > 0`` and rows > 0."""
     loads = np.asarray(loads)
     if loads.shape != (problem.M, problem.N):
-        raise ValueError(f"loads: must have shape {(problem.M, problem.N)}, got {loads.shape}")
+        raise ArgumentError(f"loads: must have shape {(problem.M, problem.N)}, got {loads.shape}")
     if loads.dtype.kind not in "iu" and not np.all(loads == np.floor(loads)):
-        raise ValueError("loads: must be whole numbers (see integer_loads)")
+        raise ArgumentError("loads: must be whole numbers (see integer_loads)")
     loads = loads.astype(np.int64)
     k = assignment.k
     tasks, probs = [], []

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._model import _as_float, lambert_W, worker_value
 
 
@@ -35,28 +36,28 @@ class HeteroProblem:
         a = _as_float(self.a, "a")
         u = _as_float(self.u, "u")
         if L.ndim != 1 or L.size == 0:
-            raise ValueError(f"L: must be a non-empty 1-D sequence (rows per master), "
-                             f"got shape {L.shape}")
+            raise ArgumentError(f"L: must be a non-empty 1-D sequence (rows per master), "
+                                f"got shape {L.shape}")
         M = L.size
         for name, x in (("a", a), ("u", u)):
             if x.ndim != 2 or x.shape[0] != M:
-                raise ValueError(f"{name}: must have shape (M, N) = ({M}, N) to match L, "
-                                 f"got shape {x.shape}")
+                raise ArgumentError(f"{name}: must have shape (M, N) = ({M}, N) to match L, "
+                                    f"got shape {x.shape}")
         if a.shape != u.shape:
-            raise ValueError(f"u: shape {u.shape} must equal a's shape {a.shape}")
+            raise ArgumentError(f"u: shape {u.shape} must equal a's shape {a.shape}")
         N = a.shape[1]
         if N <= M:
-            raise ValueError(f"N: needs more workers than masters (N > M), got N={N}, M={M}")
+            raise ArgumentError(f"N: needs more workers than masters (N > M), got N={N}, M={M}")
         for name, x in (("L", L), ("a", a), ("u", u)):
             bad = ~np.isfinite(x) | (x <= 0)
             if np.any(bad):
                 idx = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise ValueError(f"{name}: every entry must be positive and finite, "
-                                 f"got {name}{list(idx)} = {float(x[idx])!r}")
+                raise ArgumentError(f"{name}: every entry must be positive and finite, "
+                                    f"got {name}{list(idx)} = {float(x[idx])!r}")
         if np.any(L != np.floor(L)):
             m = int(np.argwhere(L != np.floor(L))[0][0])
-            raise ValueError(f"L: rows per master must be whole numbers, "
-                             f"got L[{m}] = {float(L[m])!r}")
+            raise ArgumentError(f"L: rows per master must be whole numbers, "
+                                f"got L[{m}] = {float(L[m])!r}")
         object.__setattr__(self, "L", _readonly(L))
         object.__setattr__(self, "a", _readonly(a))
         object.__setattr__(self, "u", _readonly(u))

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._assignment import Assignment, assignment_from_owner
 from ._model import sample_time
 from ._plan import approx_completion_time
@@ -48,13 +49,13 @@ def simulate(problem: HeteroProblem, assignment: Assignment, loads: Any, trials:
     with probability ``k[m,n]`` (or none).  ``t_ref`` defaults to ``assignment.t``.
     """
     if trials < 1:
-        raise ValueError(f"trials: must be >= 1, got {trials}")
+        raise ArgumentError(f"trials: must be >= 1, got {trials}")
     rng = np.random.default_rng(rng)
     loads = np.asarray(loads)
     if loads.shape != (problem.M, problem.N):
-        raise ValueError(f"loads: must have shape {(problem.M, problem.N)}, got {loads.shape}")
+        raise ArgumentError(f"loads: must have shape {(problem.M, problem.N)}, got {loads.shape}")
     if np.any(loads < 0):
-        raise ValueError("loads: must be >= 0")
+        raise ArgumentError("loads: must be >= 0")
     k = assignment.k
     M, N = problem.M, problem.N
     if assignment.policy == "probabilistic":

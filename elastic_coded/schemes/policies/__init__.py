@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields
 
+from ...errors import ArgumentError
 from ..registry import REGISTRY, policy_of
 from .hetero import HeteroOptions
 from .pull import PullOptions
@@ -40,6 +41,6 @@ def parse_options(policy: str, options: Mapping):
     known = [f.name for f in fields(cls)] if cls is not None else []
     bad = sorted(set(options) - set(known))
     if bad:
-        raise ValueError(f"options: {bad} are not options of policy {policy!r}; known: "
-                         f"{known or 'none'}")
+        raise ArgumentError(f"options: {bad} are not options of policy {policy!r}; known: "
+                            f"{known or 'none'}")
     return cls(**options) if cls is not None else None

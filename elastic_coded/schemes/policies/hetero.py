@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ..hetero import (
     Assignment,
     HeteroProblem,
@@ -77,19 +78,19 @@ class HeteroOptions:
 
     def __post_init__(self):
         if self.assignment not in ASSIGNMENTS:
-            raise ValueError(f"assignment: {self.assignment!r} is not a known method; known: "
-                             f"{', '.join(ASSIGNMENTS)}")
+            raise ArgumentError(f"assignment: {self.assignment!r} is not a known method; known: "
+                                f"{', '.join(ASSIGNMENTS)}")
         for key in ("a0", "u0"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
                     math.isfinite(v) and v > 0):
-                raise ValueError(f"{key}: {v!r} must be a positive finite number")
+                raise ArgumentError(f"{key}: {v!r} must be a positive finite number")
         if (self.a is None) != (self.u is None):
-            raise ValueError(f"{'a' if self.a is None else 'u'}: give both a and u, or neither")
+            raise ArgumentError(f"{'a' if self.a is None else 'u'}: give both a and u, or neither")
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, (int, float)) or \
                 not self.capacity >= 1.5:
-            raise ValueError(f"capacity: {self.capacity!r} must be a number >= 1.5 (coded rows "
-                             f"per master as a multiple of L_m)")
+            raise ArgumentError(f"capacity: {self.capacity!r} must be a number >= 1.5 (coded rows "
+                                f"per master as a multiple of L_m)")
 
 
 @dataclass(frozen=True)
@@ -168,11 +169,11 @@ def explicit_columns(opts: HeteroOptions, M: int, machines: tuple) -> dict:
     a = np.asarray(opts.a, dtype=np.float64)
     u = np.asarray(opts.u, dtype=np.float64)
     if a.shape != u.shape or a.ndim != 2 or a.shape[0] != M or a.shape[1] != len(machines):
-        raise ValueError(f"a: shape {a.shape} (u: {u.shape}) must be (M, machines) = "
-                         f"({M}, {len(machines)})")
+        raise ArgumentError(f"a: shape {a.shape} (u: {u.shape}) must be (M, machines) = "
+                            f"({M}, {len(machines)})")
     if not (np.all(np.isfinite(a)) and np.all(a > 0) and np.all(np.isfinite(u)) and
             np.all(u > 0)):
-        raise ValueError("a, u: every entry must be positive and finite")
+        raise ArgumentError("a, u: every entry must be positive and finite")
     return {n: (a[:, j].copy(), u[:, j].copy()) for j, n in enumerate(machines)}
 
 
@@ -260,8 +261,8 @@ def capacities(opts: HeteroOptions, L: tuple, field_order: int | None) -> tuple:
         if field_order is not None:
             cap = min(cap, int(field_order))
         if cap < Lm:
-            raise ValueError(f"field: order {field_order} is too small for master {m}'s code "
-                             f"of L_m = {Lm} rows; use a larger field")
+            raise ArgumentError(f"field: order {field_order} is too small for master {m}'s code "
+                                f"of L_m = {Lm} rows; use a larger field")
         caps.append(cap)
     return tuple(caps)
 

@@ -44,6 +44,7 @@ import bisect
 import math
 from dataclasses import dataclass, replace
 
+from ...errors import ArgumentError, PlanError
 from ..plan import Group, Piece, StepPlan
 from .modes import MODES, PROBE_EVERY, choose_mode, next_mode, prefer_pull  # noqa: F401
 from .queues import CodedQueue, DynamicQueue  # noqa: F401
@@ -136,7 +137,7 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
     ``rows`` the smallest share of the machines computing it).  Returns the new plan and
     ``{machine: [Unit, ...]}``, every machine's units in order."""
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-        raise ValueError(f"units: must be an int >= 1, got {units!r}")
+        raise ArgumentError(f"units: must be an int >= 1, got {units!r}")
     base = plan.base
     share = base.rows_computed()
     groups, pieces, holders = [], [], []
@@ -174,7 +175,7 @@ def chunk_rows(placement_blocks, num_rows: int, chunks: int) -> list[tuple[int, 
     """``dynamic``'s chunks: the rows cut into about ``chunks`` equal ranges, each also cut at
     the placement's block boundaries (a chunk is stored whole by every holder of its block)."""
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-        raise ValueError(f"chunks: must be an int >= 1, got {chunks!r}")
+        raise ArgumentError(f"chunks: must be an int >= 1, got {chunks!r}")
     size = max(1, -(-num_rows // chunks))
     cuts = set(range(0, num_rows, size)) | {num_rows}
     cuts |= {blk.start for blk in placement_blocks} | {blk.stop for blk in placement_blocks}
@@ -205,13 +206,13 @@ class PullOptions:
     def __post_init__(self):
         if self.units != "auto" and (isinstance(self.units, bool) or
                                      not isinstance(self.units, int) or self.units < 1):
-            raise ValueError(f"units: must be 'auto' or an int >= 1, got {self.units!r}")
+            raise ArgumentError(f"units: must be 'auto' or an int >= 1, got {self.units!r}")
         for name in ("chunks", "depth"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an int >= 1, got {v!r}")
+                raise ArgumentError(f"{name}: must be an int >= 1, got {v!r}")
         if not (isinstance(self.call_cost_s, (int, float)) and self.call_cost_s > 0):
-            raise ValueError(f"call_cost_s: must be a number > 0, got {self.call_cost_s!r}")
+            raise ArgumentError(f"call_cost_s: must be a number > 0, got {self.call_cost_s!r}")
 
 
 def _group_holders(placement, groups, present) -> tuple:
@@ -247,9 +248,9 @@ def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = 
         modes = MODES if eager else ("pull",)
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise ValueError(f"modes: a non-empty subset of {MODES}, got {tuple(modes)!r}")
+        raise ArgumentError(f"modes: a non-empty subset of {MODES}, got {tuple(modes)!r}")
     if not eager and tuple(modes) != ("pull",):
-        raise ValueError(f"modes: {tuple(modes)!r} needs eager=True (usctec-auto)")
+        raise ArgumentError(f"modes: {tuple(modes)!r} needs eager=True (usctec-auto)")
     base = plan_step(placement, available, speeds, L, 0) if "pull" in modes else None
     full = plan_step(placement, available, speeds, L, S) if "eager" in modes else None
     lean = plan_step(placement, available, speeds, 1, 0) if "lean" in modes else None
@@ -271,7 +272,6 @@ def dynamic_plan(placement, available, speeds, L: int, S: int, chunks: int | Non
     holders = _group_holders(placement, groups, avail)
     for r, h in zip(rows, holders):
         if not h:
-            from ..plan import PlanError
             raise PlanError(f"dynamic: no machine present stores rows {r[0]}:{r[1]}")
     groups = tuple(replace(g, machines=h) for g, h in zip(groups, holders))
     pieces = tuple(Piece(g, None, (h[0],)) for g, h in enumerate(holders))

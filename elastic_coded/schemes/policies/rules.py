@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ..plan import PlanError
 from . import hetero as het
 
@@ -229,7 +230,7 @@ def quorum_time(finish, q: int) -> float:
     do)."""
     f = np.asarray(finish, dtype=np.float64).reshape(-1)
     if q < 1:
-        raise ValueError(f"q: at least 1, got {q!r}")
+        raise ArgumentError(f"q: at least 1, got {q!r}")
     if f.size < q:
         return math.inf
     return float(np.partition(f, q - 1)[q - 1])

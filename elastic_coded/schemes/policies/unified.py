@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ..plan import PlanError
 from ..unified import StorageDesign, as_mu, rows_multiple, sample_map_latencies, storage_design
 from ..wire import TaskSpec
@@ -54,18 +55,18 @@ class UnifiedOptions:
         try:
             mu = as_mu(self.mu, 10 ** 6)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"mu: {self.mu!r} is not a storage fraction in (0, 1]: {exc}") from None
+            raise ArgumentError(f"mu: {self.mu!r} is not a storage fraction in (0, 1]: {exc}") from None
         object.__setattr__(self, "mu", mu)
         if isinstance(self.q, bool) or not isinstance(self.q, (int, np.integer)) or self.q < 1:
-            raise ValueError(f"q: {self.q!r} must be an int >= 1")
+            raise ArgumentError(f"q: {self.q!r} must be an int >= 1")
         if self.q * mu < 1:
-            raise ValueError(f"q: {self.q} must be at least ceil(1/mu) = {math.ceil(1 / mu)} "
-                             f"(the fastest q servers must jointly hold A)")
+            raise ArgumentError(f"q: {self.q} must be at least ceil(1/mu) = {math.ceil(1 / mu)} "
+                                f"(the fastest q servers must jointly hold A)")
         if self.N is not None and (isinstance(self.N, bool) or not isinstance(self.N, int)
                                    or self.N < 1):
-            raise ValueError(f"N: {self.N!r} must be an int >= 1 or None")
+            raise ArgumentError(f"N: {self.N!r} must be an int >= 1 or None")
         if not isinstance(self.grow, bool):
-            raise ValueError(f"grow: {self.grow!r} must be true or false")
+            raise ArgumentError(f"grow: {self.grow!r} must be true or false")
 
 
 @dataclass(frozen=True)

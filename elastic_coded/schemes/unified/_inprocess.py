@@ -12,6 +12,7 @@ import numpy as np
 
 from ...algebra.fields import Field
 from ...algebra.fields import field as _make_field
+from ...errors import ArgumentError
 from ._params import MuLike, _check_int, _check_n_divisible, _check_params, _check_q, as_mu
 from ._reduce import reduce_server
 from ._shuffle import (
@@ -64,8 +65,8 @@ def run_in_process(A, X, K: int, mu: MuLike, q: int, field: Field | str = "real"
     A = fld.asarray(A, "A")
     X = fld.asarray(X, "X")
     if A.ndim != 2 or X.ndim != 2 or A.shape[1] != X.shape[0]:
-        raise ValueError(f"A, X: need A (m x n) and X (n x N), got shapes {A.shape} and "
-                         f"{X.shape}")
+        raise ArgumentError(f"A, X: need A (m x n) and X (n x N), got shapes {A.shape} and "
+                            f"{X.shape}")
     m, N = A.shape[0], X.shape[1]
     K = _check_int("K", K, low=1)
     mu_f = as_mu(mu, K)

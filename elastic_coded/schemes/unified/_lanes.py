@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...algebra.lagrange import solve_condition
+from ...errors import ArgumentError
 
 SWAP_WORK = 1e7  # multiply-adds one swap sweep of select() may spend
 SWAP_SWEEPS = 2
@@ -131,8 +132,8 @@ class LaneCode:
         r = np.asarray(list(rows), dtype=np.int64)
         if r.size != self.m or np.unique(r).size != r.size or (
                 r.size and (r.min() < 0 or r.max() >= self.nb * self.beta)):
-            raise ValueError(f"rows: need m = {self.m} distinct coded rows in 0..{self.nb * self.beta - 1}, "
-                             f"got {r.size} ({np.unique(r).size} distinct)")
+            raise ArgumentError(f"rows: need m = {self.m} distinct coded rows in 0..{self.nb * self.beta - 1}, "
+                                f"got {r.size} ({np.unique(r).size} distinct)")
         lane, batch = r % self.beta, r // self.beta
         order = np.argsort(lane, kind="stable")
         counts = np.bincount(lane, minlength=self.beta)
@@ -141,9 +142,9 @@ class LaneCode:
         for c in range(self.beta):
             d = self.data_of(c)
             if counts[c] != d:
-                raise ValueError(f"rows: hold {counts[c]} rows of lane {c} (position {c} of a "
-                                 f"batch), its code needs exactly d = {d}; the rows must be "
-                                 f"lane-balanced")
+                raise ArgumentError(f"rows: hold {counts[c]} rows of lane {c} (position {c} of a "
+                                    f"batch), its code needs exactly d = {d}; the rows must be "
+                                    f"lane-balanced")
             pos = order[starts[c]:starts[c + 1]]
             key = (d, tuple(batch[pos].tolist()))
             lanes, positions = out.setdefault(key, ([], []))
@@ -177,7 +178,7 @@ def lane_code(nb: int, beta: int, m: int, sets: Sequence[tuple] | None = None) -
     no choice), the candidate best over them (:func:`_best_code`, a seeded sample of at most
     :data:`SEARCH_SETS`; codes with ``d > 64`` keep seed 0)."""
     if nb < 1 or beta < 1 or not 0 < m <= nb * beta:
-        raise ValueError(f"m: need 0 < m = {m} <= nb*beta = {nb}*{beta}")
+        raise ArgumentError(f"m: need 0 < m = {m} <= nb*beta = {nb}*{beta}")
     codes, seeds = {}, {}
     for d in sorted({-(-(m - c) // beta) for c in range(beta)}):
         mine = [tuple(x) for x in (sets or ()) if len(x) == d]
@@ -204,8 +205,8 @@ def select(H: np.ndarray, fixed: Sequence[int], cands: Sequence[int], count: int
     if count <= 0:
         return []
     if len(fixed) + count != d or count > len(cands):
-        raise ValueError(f"count: {count} rows from {len(cands)} candidates cannot complete "
-                         f"{len(fixed)} fixed rows to d = {d}")
+        raise ArgumentError(f"count: {count} rows from {len(cands)} candidates cannot complete "
+                            f"{len(fixed)} fixed rows to d = {d}")
     from scipy.linalg import qr
 
     if fixed:

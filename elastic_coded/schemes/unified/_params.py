@@ -11,6 +11,8 @@ from typing import Union
 
 import numpy as np
 
+from ...errors import ArgumentError, ArgumentTypeError
+
 log = logging.getLogger(__name__)
 
 MuLike = Union[Fraction, float, int, str]
@@ -25,12 +27,12 @@ _SNAP_TOL = Fraction(1, 2000)  # a float within 5e-4 of p/d (d <= K) means p/d
 
 def _check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: must be an int, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"{name}: must be an int, got {type(value).__name__} {value!r}")
     v = int(value)
     if low is not None and v < low:
-        raise ValueError(f"{name}: {v} must be >= {low}")
+        raise ArgumentError(f"{name}: {v} must be >= {low}")
     if high is not None and v > high:
-        raise ValueError(f"{name}: {v} must be <= {high}")
+        raise ArgumentError(f"{name}: {v} must be <= {high}")
     return v
 
 
@@ -42,7 +44,7 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
     """
     K = _check_int("K", K, low=1)
     if isinstance(mu, bool):
-        raise TypeError(f"mu: must be a number, got bool {mu!r}")
+        raise ArgumentTypeError(f"mu: must be a number, got bool {mu!r}")
     if isinstance(mu, Fraction):
         f = mu
     elif isinstance(mu, (int, np.integer)):
@@ -50,7 +52,7 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
     elif isinstance(mu, (float, np.floating)):
         x = float(mu)
         if not math.isfinite(x):
-            raise ValueError(f"mu: {mu!r} must be a finite number in [1/K, 1] = [1/{K}, 1]")
+            raise ArgumentError(f"mu: {mu!r} must be a finite number in [1/K, 1] = [1/{K}, 1]")
         f = Fraction(repr(x))
         snap = Fraction(x).limit_denominator(K)
         if snap != f and abs(snap - f) < _SNAP_TOL:
@@ -60,28 +62,28 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
         try:
             f = Fraction(mu.strip())
         except (ValueError, ZeroDivisionError):
-            raise ValueError(f"mu: {mu!r} is not a number or fraction such as '1/3'") from None
+            raise ArgumentError(f"mu: {mu!r} is not a number or fraction such as '1/3'") from None
     elif isinstance(mu, numbers.Rational):
         f = Fraction(int(mu.numerator), int(mu.denominator))
     else:
-        raise TypeError(f"mu: must be a Fraction, float, int or str, got {type(mu).__name__} "
-                        f"{mu!r}")
+        raise ArgumentTypeError(f"mu: must be a Fraction, float, int or str, got {type(mu).__name__} "
+                                f"{mu!r}")
     if not Fraction(1, K) <= f <= 1:
-        raise ValueError(
-            f"mu: {mu!r} (= {f}) must satisfy 1/K = 1/{K} <= mu <= 1, so that the K servers "
-            f"together can store A and no server stores more than A")
+        raise ArgumentError(
+               f"mu: {mu!r} (= {f}) must satisfy 1/K = 1/{K} <= mu <= 1, so that the K servers "
+               f"together can store A and no server stores more than A")
     return f
 
 
 def _check_q(q, K: int, mu: Fraction) -> int:
     q_min = math.ceil(1 / mu)
     if isinstance(q, bool) or not isinstance(q, (int, np.integer)):
-        raise TypeError(f"q: must be an int, got {type(q).__name__} {q!r}")
+        raise ArgumentTypeError(f"q: must be an int, got {type(q).__name__} {q!r}")
     q = int(q)
     if not q_min <= q <= K:
-        raise ValueError(
-            f"q: {q} must lie in ceil(1/mu)..K = {q_min}..{K} (mu = {mu}): the fastest q "
-            f"servers must jointly hold A (mu*q >= 1) and there are only K servers")
+        raise ArgumentError(
+               f"q: {q} must lie in ceil(1/mu)..K = {q_min}..{K} (mu = {mu}): the fastest q "
+               f"servers must jointly hold A (mu*q >= 1) and there are only K servers")
     return q
 
 
@@ -95,6 +97,6 @@ def _check_params(K, mu, N, q) -> tuple[int, Fraction, int, int]:
 
 def _check_n_divisible(N: int, q: int) -> None:
     if N % q:
-        raise ValueError(f"N: {N} must be divisible by q = {q}: each of the q fastest servers "
-                         f"reduces N/q of the N outputs")
+        raise ArgumentError(f"N: {N} must be divisible by q = {q}: each of the q fastest servers "
+                            f"reduces N/q of the N outputs")
 

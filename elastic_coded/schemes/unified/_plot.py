@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ...errors import ArgumentTypeError, MissingDependency
 from ._theory import Tradeoff
 
 # where a point's "q=" label may go, in points from the marker, tried in this order
@@ -24,15 +25,15 @@ def plot_tradeoff(tradeoff: Tradeoff, path, *,
     theory point.  ``title`` (default: the parameters) and ``caption`` (a line of setup under
     it).  Needs ``matplotlib`` (the ``plot`` extra).  Returns ``path``."""
     if not isinstance(tradeoff, Tradeoff):
-        raise TypeError(f"tradeoff: must be a Tradeoff (from tradeoff(K, mu, N)), got "
-                        f"{type(tradeoff).__name__}")
+        raise ArgumentTypeError(f"tradeoff: must be a Tradeoff (from tradeoff(K, mu, N)), got "
+                                f"{type(tradeoff).__name__}")
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("plot_tradeoff: needs matplotlib, which is not installed; install it "
-                          "with pip install 'elastic_coded[plot]' (or pip install matplotlib)"
-                          ) from None
+        raise MissingDependency("plot_tradeoff: needs matplotlib, which is not installed; install it "
+                                "with pip install 'elastic_coded[plot]' (or pip install matplotlib)"
+                                ) from None
     pts = tradeoff.points
     D = [float(p.D) for p in pts]
     L = [float(p.L) for p in pts]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._shuffle import ShufflePlan
 from ._storage import StorageDesign
 
@@ -19,8 +20,8 @@ def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.nda
     runs lane by lane (:mod:`._lanes`)."""
     rows = list(rows)
     if len(rows) != design.m or len(set(rows)) != design.m:
-        raise ValueError(f"rows: need m = {design.m} distinct coded rows, got {len(rows)} "
-                         f"({len(set(rows))} distinct)")
+        raise ArgumentError(f"rows: need m = {design.m} distinct coded rows, got {len(rows)} "
+                            f"({len(set(rows))} distinct)")
     if design.lanes is not None:
         return design.lanes.solve(rows, values)
     return design.field.solve(design.generator[rows], np.asarray(values))

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ...errors import ArgumentError, ArgumentTypeError, InternalError
 from ._lanes import complete, select
 from ._params import _check_int, _check_n_divisible
 from ._storage import StorageDesign, _segment_multiple, rows_multiple
@@ -52,7 +53,7 @@ class Transmission:
         for seg in self.segments:
             if seg.receiver == receiver:
                 return seg
-        raise ValueError(f"receiver: {receiver} is not a receiver of this transmission")
+        raise ArgumentError(f"receiver: {receiver} is not a receiver of this transmission")
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def reduce_assignment(fastest: Iterable[int], N: int) -> tuple[tuple[int, ...], 
     Q = sorted(int(k) for k in fastest)
     q = len(Q)
     if q == 0:
-        raise ValueError("fastest: must name at least one server")
+        raise ArgumentError("fastest: must name at least one server")
     _check_n_divisible(N, q)
     per = N // q
     return tuple(tuple(range(t * per, (t + 1) * per)) for t in range(q))
@@ -111,10 +112,10 @@ def _check_fastest(design: StorageDesign, fastest) -> tuple[int, ...]:
     try:
         Q = tuple(sorted(int(k) for k in fastest))
     except TypeError:
-        raise TypeError(f"fastest: must be a collection of server ids, got {fastest!r}") from None
+        raise ArgumentTypeError(f"fastest: must be a collection of server ids, got {fastest!r}") from None
     if len(set(Q)) != len(Q) or len(Q) != design.q or any(not 0 <= k < design.K for k in Q):
-        raise ValueError(f"fastest: {fastest!r} must be q = {design.q} distinct server ids in "
-                         f"0..K-1 = 0..{design.K - 1}")
+        raise ArgumentError(f"fastest: {fastest!r} must be q = {design.q} distinct server ids in "
+                            f"0..K-1 = 0..{design.K - 1}")
     return Q
 
 
@@ -135,11 +136,11 @@ def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> Shuff
     K, q, m, beta = design.K, design.q, design.m, design.batch_size
     need_beta = _segment_multiple(th)
     if beta % need_beta:
-        raise ValueError(
-            f"m: {m} does not fit the shuffle segments: each multicast round j splits sets of "
-            f"(N/q)*C(K-q, r-j)*batch values into j equal segments, so the batch size "
-            f"{beta} must be a multiple of {need_beta}; m must be a multiple of "
-            f"rows_multiple(K, mu, N, q) = {rows_multiple(K, design.mu, N, q)}")
+        raise ArgumentError(
+               f"m: {m} does not fit the shuffle segments: each multicast round j splits sets of "
+               f"(N/q)*C(K-q, r-j)*batch values into j equal segments, so the batch size "
+               f"{beta} must be a multiple of {need_beta}; m must be a multiple of "
+               f"rows_multiple(K, mu, N, q) = {rows_multiple(K, design.mu, N, q)}")
     assignment = reduce_assignment(Q, N)
     W = dict(zip(Q, assignment))
     rows_by_S = _rows_by_holders(design, Q)
@@ -156,7 +157,7 @@ def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> Shuff
                        transmissions=tuple(transmissions), values_sent=values_sent,
                        load=Fraction(values_sent, m), decode_rows=decode_rows)
     if plan.load != th.L:  # pragma: no cover - an internal invariant
-        raise AssertionError(f"shuffle plan load {plan.load} != theory {th.L}")
+        raise InternalError(f"shuffle plan load {plan.load} != theory {th.L}")
     return plan
 
 
@@ -220,7 +221,7 @@ def _decode_rows(design: StorageDesign, k: int, received: set) -> tuple[int, ...
     local = tuple(design.server_rows[k])
     rows = complete(design.lanes, set(local) | received, keep=local)
     if rows is None:  # pragma: no cover - the plan delivers m lane-balanced rows
-        raise AssertionError(f"server {k}: the rows received do not decode")
+        raise InternalError(f"server {k}: the rows received do not decode")
     own = set(local)
     return local + tuple(sorted(r for r in rows if r not in own))
 
@@ -257,13 +258,13 @@ def _unicast_round(design: StorageDesign, th: LoadBreakdown, Q: tuple[int, ...],
     for k in Q:
         mine = [(S, row) for S, rows in cands_by_S if k not in S for row in rows]
         if len(mine) < need:  # pragma: no cover - excluded by the MDS counting argument
-            raise AssertionError(f"server {k}: {len(mine)} candidate rows < {need} needed")
+            raise InternalError(f"server {k}: {len(mine)} candidate rows < {need} needed")
         if held is None:
             mine = mine[:need]
         else:
             mine = _lane_pick(design, held[k] | set(design.server_rows[k]), mine)
             if len(mine) != need:  # pragma: no cover - the counts agree by construction
-                raise AssertionError(f"server {k}: {len(mine)} lane rows != {need} needed")
+                raise InternalError(f"server {k}: {len(mine)} lane rows != {need} needed")
         for o in W[k]:
             for S, row in mine:
                 sender = min(S, key=lambda i: (sent[i], i))
@@ -282,27 +283,27 @@ def check_shuffle_plan(design: StorageDesign, plan: ShufflePlan) -> None:
         (k, o): set(stored[k]) for k in plan.fastest for o in plan.outputs_of(k)}
     for n, t in enumerate(plan.transmissions):
         if t.sender not in plan.fastest or any(k not in plan.fastest for k in t.receivers):
-            raise ValueError(f"plan: transmission {n} involves a server outside Q")
+            raise ArgumentError(f"plan: transmission {n} involves a server outside Q")
         if len({len(s) for s in t.segments}) > 1:
-            raise ValueError(f"plan: transmission {n} has segments of unequal length")
+            raise ArgumentError(f"plan: transmission {n} has segments of unequal length")
         if sorted(s.receiver for s in t.segments) != sorted(t.receivers):
-            raise ValueError(f"plan: transmission {n} needs one segment per receiver")
+            raise ArgumentError(f"plan: transmission {n} needs one segment per receiver")
         for s in t.segments:
             if not set(s.rows) <= stored[t.sender]:
-                raise ValueError(f"plan: transmission {n}: sender {t.sender} lacks a row")
+                raise ArgumentError(f"plan: transmission {n}: sender {t.sender} lacks a row")
             for k in t.receivers:
                 if k != s.receiver and not set(s.rows) <= stored[k]:
-                    raise ValueError(f"plan: transmission {n}: receiver {k} cannot cancel the "
-                                     f"segment for {s.receiver}")
+                    raise ArgumentError(f"plan: transmission {n}: receiver {k} cannot cancel the "
+                                        f"segment for {s.receiver}")
             for row, o in zip(s.rows, s.outputs):
                 if (s.receiver, o) not in held:
-                    raise ValueError(f"plan: transmission {n}: server {s.receiver} does not "
-                                     f"reduce output {o}")
+                    raise ArgumentError(f"plan: transmission {n}: server {s.receiver} does not "
+                                        f"reduce output {o}")
                 held[(s.receiver, o)].add(row)
     for (k, o), rows in held.items():
         if len(rows) < design.m:
-            raise ValueError(f"plan: server {k} ends with {len(rows)} < m = {design.m} coded "
-                             f"values for output {o}")
+            raise ArgumentError(f"plan: server {k} ends with {len(rows)} < m = {design.m} coded "
+                                f"values for output {o}")
     if design.lanes is not None:
         _check_decode_rows(design, plan, held)
 
@@ -311,19 +312,19 @@ def _check_decode_rows(design: StorageDesign, plan: ShufflePlan, held: dict) -> 
     """The real lane code's decode rows: one set per server of ``Q``, its own rows first, held
     for every output it reduces, lane-balanced."""
     if len(plan.decode_rows) != len(plan.fastest):
-        raise ValueError(f"plan: decode_rows names {len(plan.decode_rows)} row sets for "
-                         f"q = {len(plan.fastest)} servers")
+        raise ArgumentError(f"plan: decode_rows names {len(plan.decode_rows)} row sets for "
+                            f"q = {len(plan.fastest)} servers")
     for k, rows in zip(plan.fastest, plan.decode_rows):
         local = tuple(design.server_rows[k])
         if tuple(rows[:len(local)]) != local:
-            raise ValueError(f"plan: server {k}'s decode rows must start with its own rows")
+            raise ArgumentError(f"plan: server {k}'s decode rows must start with its own rows")
         for o in plan.outputs_of(k):
             if not set(rows) <= held[(k, o)]:
-                raise ValueError(f"plan: server {k} decodes output {o} from rows it lacks")
+                raise ArgumentError(f"plan: server {k} decodes output {o} from rows it lacks")
         try:
             design.lanes.groups(rows)
         except ValueError as exc:
-            raise ValueError(f"plan: server {k}'s decode rows: {exc}") from None
+            raise ArgumentError(f"plan: server {k}'s decode rows: {exc}") from None
 
 
 def encode_packet(design: StorageDesign, t: Transmission, sender_map: np.ndarray) -> np.ndarray:
@@ -358,8 +359,8 @@ def receive_packet(design: StorageDesign, t: Transmission, receiver: int, packet
     seg = t.segment_for(receiver)
     vals = decode_packet(design, t, receiver, packet, receiver_map)
     if len(vals) != len(seg):
-        raise ValueError(f"packet: transmission from server {t.sender} carries {len(vals)} "
-                         f"values, the plan says {len(seg)}")
+        raise ArgumentError(f"packet: transmission from server {t.sender} carries {len(vals)} "
+                            f"values, the plan says {len(seg)}")
     for row, o, v in zip(seg.rows, seg.outputs, vals):
         got.setdefault(o, {})[row] = v
     return len(seg)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...algebra.fields import Field
 from ...algebra.fields import field as _make_field
+from ...errors import ArgumentError
 from ._lanes import LaneCode, complete, lane_code
 from ._params import MuLike, _check_int, _check_n_divisible, _check_q, as_mu
 from ._theory import LoadBreakdown, load_breakdown
@@ -70,9 +71,9 @@ def _mds_generator(fld: Field, n_coded: int, m: int) -> np.ndarray:
     try:
         pts = fld.points(n_coded)
     except ValueError as exc:
-        raise ValueError(
-            f"m: the storage code needs (K/q)*m = {n_coded} distinct field elements, more than "
-            f"{fld.name} has ({exc}); use a larger field or a smaller m") from None
+        raise ArgumentError(
+               f"m: the storage code needs (K/q)*m = {n_coded} distinct field elements, more than "
+               f"{fld.name} has ({exc}); use a larger field or a smaller m") from None
     # Low-discrepancy order: any run of consecutive rows (a batch, the data rows) is spread
     # evenly over the points (golden-ratio sequence, three-gap theorem).
     golden = (np.sqrt(5.0) - 1.0) / 2.0
@@ -142,7 +143,7 @@ class StorageDesign:
         pos = np.searchsorted(have, rows_a)
         if rows_a.size and (np.any(pos >= have.size) or np.any(have[np.minimum(pos, have.size - 1)]
                                                               != rows_a)):
-            raise ValueError(f"rows: server {k} does not store all of coded rows {rows_a.tolist()}")
+            raise ArgumentError(f"rows: server {k} does not store all of coded rows {rows_a.tolist()}")
         return pos
 
 
@@ -160,10 +161,10 @@ def storage_design(K: int, mu: MuLike, q: int, m: int, field: Field | str = "rea
     r = math.floor(mu_f * q)
     n_batches = math.comb(K, r)
     if (K * m) % (q * n_batches):
-        raise ValueError(
-            f"m: {m} does not fit the batches: (K/q)*m = {K}*{m}/{q} coded rows must be an "
-            f"integer divisible by C(K, mu_bar*q) = C({K}, {r}) = {n_batches} batches; m must be "
-            f"a multiple of {_batch_multiple(K, q, r)}")
+        raise ArgumentError(
+               f"m: {m} does not fit the batches: (K/q)*m = {K}*{m}/{q} coded rows must be an "
+               f"integer divisible by C(K, mu_bar*q) = C({K}, {r}) = {n_batches} batches; m must be "
+               f"a multiple of {_batch_multiple(K, q, r)}")
     n_coded = K * m // q
     beta = n_coded // n_batches
     batches = tuple(itertools.combinations(range(K), r))
@@ -231,7 +232,7 @@ def encode_storage(design: StorageDesign, A) -> tuple[np.ndarray, ...]:
     fld = design.field
     A = fld.asarray(A, "A")
     if A.ndim != 2 or A.shape[0] != design.m:
-        raise ValueError(f"A: must be a 2-D array with m = {design.m} rows, got shape {A.shape}")
+        raise ArgumentError(f"A: must be a 2-D array with m = {design.m} rows, got shape {A.shape}")
     coded = fld.matmul(design.generator, A)
     return tuple(coded[list(rows)] if rows else coded[:0] for rows in design.server_rows)
 
@@ -244,7 +245,7 @@ def map_compute(design: StorageDesign, stored, X) -> np.ndarray:
     fld = design.field
     X = fld.asarray(X, "X")
     if X.ndim != 2:
-        raise ValueError(f"X: must be 2-D (n x N, one input per column), got shape {X.shape}")
+        raise ArgumentError(f"X: must be 2-D (n x N, one input per column), got shape {X.shape}")
     return fld.matmul(np.asarray(stored), X)
 
 

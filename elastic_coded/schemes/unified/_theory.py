@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ...errors import ArgumentError
 from ._params import MuLike, _check_int, _check_params, as_mu
 
 
@@ -153,8 +154,8 @@ class Tradeoff:
         d = Fraction(D) if not isinstance(D, Fraction) else D
         lo, hi = self.envelope[0][0], self.envelope[-1][0]
         if not lo <= d <= hi:
-            raise ValueError(f"D: {D!r} must lie in the achievable latency range "
-                             f"[{float(lo):.6g}, {float(hi):.6g}]")
+            raise ArgumentError(f"D: {D!r} must lie in the achievable latency range "
+                                f"[{float(lo):.6g}, {float(hi):.6g}]")
         for (d0, l0), (d1, l1) in zip(self.envelope, self.envelope[1:]):
             if d0 <= d <= d1:
                 return l0 + (l1 - l0) * (d - d0) / (d1 - d0)

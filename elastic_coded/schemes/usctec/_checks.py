@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import BudgetError
+from ...errors import ArgumentError, BudgetError
 
 __all__ = ["check_code", "check_speeds"]
 
@@ -18,7 +18,7 @@ def check_code(L, S) -> tuple[int, int]:
     """``L >= 1`` and ``S >= 0`` as ints, or a ValueError naming the bad one."""
     for name, val, lo in (("L", L, 1), ("S", S, 0)):
         if not _is_int(val) or val < lo:
-            raise ValueError(f"{name}: must be an int >= {lo}, got {val!r}")
+            raise ArgumentError(f"{name}: must be an int >= {lo}, got {val!r}")
     return int(L), int(S)
 
 
@@ -26,24 +26,24 @@ def check_speeds(speeds, n: int | None = None, name: str = "speeds") -> np.ndarr
     """Speeds as a float array; each must be positive and finite."""
     s = np.asarray(speeds, dtype=np.float64).reshape(-1)
     if n is not None and s.shape[0] != n:
-        raise ValueError(f"{name}: expected {n} values (one per machine), got {s.shape[0]}")
+        raise ArgumentError(f"{name}: expected {n} values (one per machine), got {s.shape[0]}")
     bad = ~(np.isfinite(s) & (s > 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name}: every speed must be positive and finite; {name}[{i}] = {float(s[i])!r}")
+        raise ArgumentError(f"{name}: every speed must be positive and finite; {name}[{i}] = {float(s[i])!r}")
     return s
 
 
 def _check_enough(n_machines: int, K: int, what: str = "available") -> None:
     if n_machines < K:
-        raise ValueError(
-            f"{what}: {n_machines} machines, fewer than L+S = {K}; every piece needs L+S "
-            f"distinct machines")
+        raise ArgumentError(
+               f"{what}: {n_machines} machines, fewer than L+S = {K}; every piece needs L+S "
+               f"distinct machines")
 
 
 def _check_rows(num_rows) -> int:
     if not _is_int(num_rows) or num_rows < 1:
-        raise ValueError(f"num_rows: must be a positive int, got {num_rows!r}")
+        raise ArgumentError(f"num_rows: must be a positive int, got {num_rows!r}")
     return int(num_rows)
 
 
@@ -52,9 +52,9 @@ def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
     if e.size == 1 and n > 1:
         e = np.full(n, float(e[0]))
     if e.size != n:
-        raise ValueError(f"budgets: expected {n} values (one per machine), got {e.size}")
+        raise ArgumentError(f"budgets: expected {n} values (one per machine), got {e.size}")
     if np.any(~np.isfinite(e)) or np.any(e < 0) or np.any(e > 1):
-        raise ValueError(f"budgets: each storage budget e[n] must lie in [0, 1], got {e.tolist()}")
+        raise ArgumentError(f"budgets: each storage budget e[n] must lie in [0, 1], got {e.tolist()}")
     cap_rows = np.floor(e * num_rows + 1e-9)
     if cap_rows.sum() < K * num_rows:
         raise BudgetError(
@@ -66,13 +66,13 @@ def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
 def _machines(machines, n_default: int | None) -> tuple:
     if machines is None:
         if n_default is None:
-            raise ValueError("machines: give the machine ids or their number")
+            raise ArgumentError("machines: give the machine ids or their number")
         return tuple(range(n_default))
     if _is_int(machines):
         return tuple(range(int(machines)))
     ms = tuple(machines)
     if len(set(ms)) != len(ms):
-        raise ValueError(f"machines: ids must be distinct, got {list(ms)}")
+        raise ArgumentError(f"machines: ids must be distinct, got {list(ms)}")
     return ms
 
 

@@ -6,6 +6,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from ...errors import ArgumentError
 from ..plan import Placement, PlanError
 from ._layout import _flat
 
@@ -19,10 +20,10 @@ def _present_atoms(placement: Placement, avail_index: dict, K: int):
     for b in placement.blocks:
         h = tuple(sorted(avail_index[m] for m in b.holders if m in avail_index))
         if len(h) < K:
-            raise ValueError(
-                f"available: rows {b.start}:{b.stop} have {len(h)} available holders "
-                f"({[m for m in b.holders if m in avail_index]}), fewer than L+S = {K}; repair the "
-                f"placement (repair_placement) before planning")
+            raise ArgumentError(
+                   f"available: rows {b.start}:{b.stop} have {len(h)} available holders "
+                   f"({[m for m in b.holders if m in avail_index]}), fewer than L+S = {K}; repair the "
+                   f"placement (repair_placement) before planning")
         atoms.setdefault(h, []).append(b)
     holders = [list(h) for h in atoms]
     blocks = list(atoms.values())

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._checks import _check_enough, _is_int, check_code, check_speeds
 from ._layout import _wrap_layout
 
@@ -18,12 +19,12 @@ _TOL = 1e-9
 def _check_caps(caps, s: np.ndarray, K: int) -> np.ndarray:
     cap = np.ones_like(s) if caps is None else np.asarray(caps, dtype=np.float64).reshape(-1)
     if cap.shape != s.shape:
-        raise ValueError(f"caps: expected {s.size} values, got {cap.size}")
+        raise ArgumentError(f"caps: expected {s.size} values, got {cap.size}")
     if np.any(~np.isfinite(cap)) or np.any(cap < 0) or np.any(cap > 1):
-        raise ValueError(f"caps: each cap must lie in [0, 1], got {cap.tolist()}")
+        raise ArgumentError(f"caps: each cap must lie in [0, 1], got {cap.tolist()}")
     if cap.sum() < K - _TOL:
-        raise ValueError(
-            f"caps: they sum to {cap.sum():.6g} < L+S = {K}; the machines cannot hold L+S copies")
+        raise ArgumentError(
+               f"caps: they sum to {cap.sum():.6g} < L+S = {K}; the machines cannot hold L+S copies")
     return cap
 
 
@@ -77,16 +78,16 @@ def fill(theta, K: int, tol: float = 1e-12) -> list[tuple[float, tuple[int, ...]
     McNaughton's wrap-around rule, which decomposes any such residual exactly.
     """
     if not _is_int(K) or K < 1:
-        raise ValueError(f"K: must be an int >= 1, got {K!r}")
+        raise ArgumentError(f"K: must be an int >= 1, got {K!r}")
     r = np.asarray(theta, dtype=np.float64).reshape(-1).copy()
     n = r.size
     if n < K:
-        raise ValueError(f"theta: has {n} entries, fewer than K = {K}")
+        raise ArgumentError(f"theta: has {n} entries, fewer than K = {K}")
     if np.any(~np.isfinite(r)) or np.any(r < -tol) or np.any(r > 1 + tol):
-        raise ValueError(f"theta: every entry must lie in [0, 1], got {r.tolist()}")
+        raise ArgumentError(f"theta: every entry must lie in [0, 1], got {r.tolist()}")
     total = math.fsum(r)
     if abs(total - K) > 1e-9 * max(1, K):
-        raise ValueError(f"theta: must sum to K = {K}, sums to {float(total)!r}")
+        raise ArgumentError(f"theta: must sum to K = {K}, sums to {float(total)!r}")
     r = np.clip(r, 0.0, 1.0)
     groups, m = _greedy_fill(r, K, tol)
     if m > tol:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ArgumentError, ArgumentTypeError
 from ..plan import Piece, Placement, StepPlan
 from ._checks import _check_enough, check_code, check_speeds
 from ._fractional import _present_atoms, _step_lp
@@ -17,14 +18,14 @@ __all__ = ["plan_step"]
 
 def _check_available(placement: Placement, available) -> tuple:
     if not isinstance(placement, Placement):
-        raise TypeError(f"placement: expected a Placement, got {type(placement).__name__}")
+        raise ArgumentTypeError(f"placement: expected a Placement, got {type(placement).__name__}")
     avail = tuple(available)
     if len(set(avail)) != len(avail):
-        raise ValueError(f"available: machine ids must be distinct, got {list(avail)}")
+        raise ArgumentError(f"available: machine ids must be distinct, got {list(avail)}")
     known = set(placement.machines)
     unknown = [m for m in avail if m not in known]
     if unknown:
-        raise ValueError(f"available: machines {unknown} are not in the placement")
+        raise ArgumentError(f"available: machines {unknown} are not in the placement")
     return avail
 
 

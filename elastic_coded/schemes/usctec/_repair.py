@@ -11,7 +11,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from ...errors import BudgetError
+from ...errors import ArgumentError, BudgetError
 from ..plan import Placement, RowBlock
 from ._checks import _check_enough, check_code
 from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
@@ -37,7 +37,7 @@ def repair_placement(placement: Placement, present, L: int, S: int,
     e.update(budgets or {})
     missing = [m for m in present if m not in e]
     if missing:
-        raise ValueError(f"budgets: no storage budget for machines {missing}")
+        raise ArgumentError(f"budgets: no storage budget for machines {missing}")
     pset = set(present)
     cap = {m: math.floor(e[m] * q + 1e-9) for m in present}
     blocks = [RowBlock(b.start, b.stop, _sorted_holders(h for h in b.holders if h in pset))
@@ -163,9 +163,9 @@ def extend_placement(placement: Placement, machine: Hashable, budget: float
     """Give a joining ``machine`` storage up to its ``budget``: copies of the least-replicated
     blocks first.  Returns the new placement and the copies made."""
     if machine in placement.machines:
-        raise ValueError(f"machine: {machine!r} is already in the placement")
+        raise ArgumentError(f"machine: {machine!r} is already in the placement")
     if not (0 <= budget <= 1):
-        raise ValueError(f"budget: storage budget must lie in [0, 1], got {budget!r}")
+        raise ArgumentError(f"budget: storage budget must lie in [0, 1], got {budget!r}")
     q = placement.num_rows
     spare = math.floor(budget * q + 1e-9)
     blocks = list(placement.blocks)

@@ -36,6 +36,7 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
+from ...errors import ArgumentError
 from ..plan import Group, PlanError, StepPlan
 from ._layout import _flat, _wrap_layout
 
@@ -184,7 +185,7 @@ def integer_rows(R: np.ndarray, holders: list, s: np.ndarray, q: int, K: int, th
     """The optimal integer counts ``y[a, n]`` of the module docstring, flat over the atoms'
     holders in order (``holders[0]`` first); ``theta`` and ``c`` are the fractional optimum."""
     if K * q > _INT32:
-        raise ValueError(f"num_rows: L+S times the rows ({K} x {q}) must stay below 2^31")
+        raise ArgumentError(f"num_rows: L+S times the rows ({K} x {q}) must stay below 2^31")
     R = np.asarray(R, dtype=np.int64)
     n_h = np.array([len(h) for h in holders])
     flat = _flat(holders)

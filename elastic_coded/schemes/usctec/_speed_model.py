@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ._checks import check_speeds
 
 __all__ = ["SpeedModel"]
@@ -26,11 +27,11 @@ class SpeedModel:
     def __post_init__(self):
         object.__setattr__(self, "base", tuple(float(x) for x in check_speeds(self.base, None, "base")))
         if not 0 <= self.straggle_prob <= 1:
-            raise ValueError(f"straggle_prob: must lie in [0, 1], got {self.straggle_prob!r}")
+            raise ArgumentError(f"straggle_prob: must lie in [0, 1], got {self.straggle_prob!r}")
         if not (self.straggle_factor >= 1 and math.isfinite(self.straggle_factor)):
-            raise ValueError(f"straggle_factor: must be finite and >= 1, got {self.straggle_factor!r}")
+            raise ArgumentError(f"straggle_factor: must be finite and >= 1, got {self.straggle_factor!r}")
         if not (self.jitter >= 0 and math.isfinite(self.jitter)):
-            raise ValueError(f"jitter: must be finite and >= 0, got {self.jitter!r}")
+            raise ArgumentError(f"jitter: must be finite and >= 0, got {self.jitter!r}")
 
     @property
     def mean(self) -> np.ndarray:
@@ -53,14 +54,14 @@ class SpeedModel:
 def _speed_samples(speed_model, n: int, samples: int, seed: int) -> np.ndarray:
     if isinstance(speed_model, SpeedModel):
         if len(speed_model.base) != n:
-            raise ValueError(f"speed_model: has {len(speed_model.base)} machines, placement has {n}")
+            raise ArgumentError(f"speed_model: has {len(speed_model.base)} machines, placement has {n}")
         return speed_model.sample(np.random.default_rng(seed), samples)
     arr = np.asarray(speed_model, dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != n:
-        raise ValueError(
-            f"speed_model: a SpeedModel or an array of realisations (samples x {n}), got shape "
-            f"{arr.shape}")
+        raise ArgumentError(
+               f"speed_model: a SpeedModel or an array of realisations (samples x {n}), got shape "
+               f"{arr.shape}")
     check_speeds(arr.ravel(), None, "speed_model")
     return arr
