@@ -382,8 +382,18 @@ def field(spec: Any = "real") -> Field:
     """Build a field from a spec.
 
     ``"real"``; ``"gf(p)"``, ``"gfp"`` (p = 2^31 - 1), ``"gfp:65521"``, ``"GF(65521)"`` or an int;
-    ``"gf(2^8)"`` / ``"gf2^8"``.  A :class:`Field` is returned unchanged.
+    ``"gf(2^8)"`` / ``"gf2^8"``.  A :class:`Field` is returned unchanged.  A refusal names
+    ``field`` and the spec given.
     """
+    try:
+        return _field(spec)
+    except (ArgumentError, ArgumentTypeError) as exc:
+        if str(exc).startswith("field:"):
+            raise
+        raise type(exc)(f"field: {spec!r}: {exc}") from None
+
+
+def _field(spec: Any) -> Field:
     if isinstance(spec, Field):
         return spec
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
