@@ -8,7 +8,8 @@ and applied once.
 * Before anything is applied, every machine an event names must have been in the cluster at
   some point (or join in the same step), and a join must not reuse the id of a machine present
   (one leaving in the same step excepted): otherwise a ``ValueError`` names the script's step
-  (or ``events``), the event, the machine and the fix.
+  (or ``events``), the event, the machine and the fix.  A machine named twice in ``leave``
+  leaves once.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def apply(cl, events=None) -> StepEvents:
                 cl._drawn = (cl._step, cl._churn.events(cl._step, present, cl.L + cl.S))
             ev, where = cl._drawn[1], f"churn script, step {cl._step}"
         _check(cl, ev, present, where)
-        for m in ev.leave:
+        for m in dict.fromkeys(ev.leave):  # a machine named twice leaves once
             if m in present:
                 cl.remove_machine(m)
         if ev.join:
