@@ -103,7 +103,7 @@ class Progress:
         self.tty = _isatty(self.stream) if tty is None else tty
         self.every = every or max(1, math.ceil(total / 10))
         self.t0 = time.perf_counter()
-        self.stragglers = self.failed = 0
+        self.stragglers = self.failed = self.restarted = 0
         self._drawn = 0  # length of the redrawn line on screen (0: none open)
 
     def __call__(self, step: int, report) -> None:
@@ -111,6 +111,7 @@ class Progress:
         if report is not None:
             self.stragglers += len(report.stragglers)
             self.failed += len(report.failed)
+            self.restarted += len(getattr(report, "restarted", ()))
         elapsed = time.perf_counter() - self.t0
         parts = [f"{done}/{self.total} {done * 100 // self.total:3d}%"]
         if self.tty:
@@ -119,6 +120,8 @@ class Progress:
         if report is not None:
             parts += [f"{report.t_total * 1000:.0f} ms/step", f"{len(report.available)} machines",
                       f"{self.stragglers} stragglers", f"{self.failed} failed"]
+            if self.restarted:
+                parts.append(f"{self.restarted} restarted")
         if not self.tty:
             if done % self.every == 0 or done == self.total:
                 self.stream.write("step " + "  ".join(parts) + f"  {elapsed:.1f} s\n")

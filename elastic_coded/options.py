@@ -141,7 +141,9 @@ class RayOptions:
     ``machines_per_process`` (machines sharing one worker process; ``None``: 4 with emulated
     speeds, else 1); ``ping_timeout`` and ``health_interval`` (seconds: a machine silent that
     long is dead; between health checks); ``driver_blas_threads`` (the BLAS threads the driver
-    uses during a step, :mod:`~elastic_coded.runtime.blas`; ``None``: numpy's own)."""
+    uses during a step, :mod:`~elastic_coded.runtime.blas`; ``None``: numpy's own);
+    ``max_restarts`` (a machine whose worker process dies while its node lives is restarted in
+    a fresh process at most this many times, :mod:`~elastic_coded.runtime.restart`; 0: never)."""
 
     address: str | None = None
     num_cpus: int | None = None
@@ -150,6 +152,7 @@ class RayOptions:
     ping_timeout: float = 5.0
     health_interval: float = 1.0
     driver_blas_threads: int | None = 1
+    max_restarts: int = 3
 
     def __post_init__(self):
         _check(self.address is None or isinstance(self.address, str), "ray.address",
@@ -162,6 +165,9 @@ class RayOptions:
         _positive("ray.ping_timeout", self.ping_timeout)
         _positive("ray.health_interval", self.health_interval)
         _int_or_none("ray.driver_blas_threads", self.driver_blas_threads)
+        mr = self.max_restarts
+        _check(isinstance(mr, int) and not isinstance(mr, bool) and mr >= 0, "ray.max_restarts",
+               mr, "must be an int >= 0")
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ PLANS_HELD = 4
 
 def _no_carry() -> dict:
     """Membership changes not yet reported (a failed step's are carried to the next report)."""
-    return {"joined": (), "left": (), "rows_moved": 0, "draining": (), "preempted": ()}
+    return {"joined": (), "left": (), "rows_moved": 0, "draining": (), "preempted": (),
+            "restarted": (), "not_restarted": ()}
 
 
 class ElasticCluster:
@@ -198,6 +199,7 @@ class ElasticCluster:
                 seed=run.seed, learn_speeds=run.learn_speeds, auto=auto,
                 ping_timeout=ray_opts.ping_timeout, default_storage=run.storage,
                 health_interval=ray_opts.health_interval, options=self.options,
+                max_restarts=ray_opts.max_restarts,
                 masters=masters, machines_per_process=hosted, policies=added_policies(),
                 row_prefix=self._row_prefix())
             self._start(specs)
@@ -487,6 +489,8 @@ class ElasticCluster:
         c["rows_moved"] += int(info.rows_moved)
         c["draining"] += tuple(info.draining)
         c["preempted"] += tuple(info.preempted)
+        c["restarted"] += tuple(info.restarted)
+        c["not_restarted"] += tuple(info.not_restarted)
 
     def _finish(self, policy: str, prep, out, t0: float, S_override, n_cols: int) -> None:
         g = out.gather
@@ -522,6 +526,8 @@ class ElasticCluster:
             useful_products=int(out.total_products), redesign=prep.redesign,
             crashed=tuple(self._crash_idle), extra=out.extra,
             draining=c["draining"] + prep.draining,
+            restarted=c["restarted"] + prep.restarted,
+            not_restarted=c["not_restarted"] + prep.not_restarted,
             preempted=tuple(dict.fromkeys(c["preempted"] + prep.preempted + tuple(g.preempted))),
             code=(plan.L, plan.S) if self._fam.takes_LS else None,
             **self._verifier.last.fields())

@@ -39,6 +39,7 @@ from .drain import Drains, draining_nodes, node_states
 from .health import auto_count, auto_specs, ping, ping_process, step_metrics
 from .hosting import HostPool, MachineHandle, kill, orphans, reclaim
 from .members import Members
+from .restart import MAX_RESTARTS, Restarts, process_dead
 from .storage import Storage
 from .transfer import RayTransfer
 
@@ -72,7 +73,7 @@ class Controller:
                  learn_speeds: bool = True, auto: dict | None = None, ping_timeout: float = 5.0,
                  default_storage: float = 1.0, health_interval: float = 1.0, options=None,
                  masters: tuple = (), machines_per_process: int = 1, policies: tuple = (),
-                 row_prefix=None):
+                 row_prefix=None, max_restarts: int = MAX_RESTARTS):
         from ..algebra.fields import field as make_field
 
         for p in policies:  # registered in the driver (register_policy): known here too
@@ -98,6 +99,8 @@ class Controller:
         self.health_interval = health_interval
         self._health = None
         self.drains = Drains()  # machines planned out for a drain notice (:mod:`.drain`)
+        self.restarts = Restarts(limit=int(max_restarts))  # dead processes (:mod:`.restart`)
+        self._dead: dict = {}  # machine -> (spec, handle, node) of one dropped mid-step
         # a drain's copies (run by the health loop, possibly mid-step), a step's repair and plan,
         # and mid-step recovery each see the storage whole: one at a time
         self._lock = asyncio.Lock()
@@ -129,7 +132,11 @@ class Controller:
         self.storage.drop(machine, release)
 
     def _apply_deaths(self) -> None:
-        """The machines found dead by pings leave now (those of a preempted node noted)."""
+        """The machines found dead by pings leave now (those of a preempted node noted); those
+        whose worker process died are restarted (:mod:`.restart`)."""
+        found = sorted(self.members.found_dead & self.members.found_gone)
+        for m in found:
+            self._note_dead(m)
         self.drains.pending_preempted += self.members.apply_deaths(self._drop)
 
     def _start_health(self) -> None:
@@ -233,8 +240,44 @@ class Controller:
         return True
 
     async def mark_dead(self, machines: list[str]) -> None:
+        """The machines that died in a step leave; those whose worker process died while its
+        node lives are restarted in a fresh one (:mod:`.restart`)."""
+        gone = await self._processes_gone(machines)  # before the drop stops an empty process
         for m in machines:
+            if m in gone:
+                self._note_dead(m)
             self._drop(m)
+        back = await self._restartable(machines)
+        await self.restarts.run(back, self._add_machines, self._lock, lambda: self.members.table)
+
+    async def _processes_gone(self, machines: list[str]) -> set:
+        """Those of ``machines`` whose worker process died (a crash on purpose ends the machine
+        in a live process)."""
+        ms = [m for m in machines if m in self.members and self.restarts.limit > 0]
+        dead = await asyncio.gather(*[process_dead(self.members[m].handle) for m in ms])
+        return {m for m, d in zip(ms, dead) if d}
+
+    async def _restart_noted(self) -> None:
+        """Restart the machines noted with a dead process (the storage lock held)."""
+        back = await self._restartable(list(self._dead))
+        await self.restarts.run(back, self._add_machines, None, lambda: self.members.table)
+
+    def _note_dead(self, machine: str) -> None:
+        """``machine``'s process died: noted for a restart once it is dropped."""
+        if machine in self.members:
+            m = self.members[machine]
+            self._dead[machine] = (m.spec, m.node)
+
+    async def _restartable(self, machines: list[str]) -> list[MachineSpec]:
+        """The specs of ``machines`` noted with a dead process whose node lives, within the
+        restart bound (:meth:`.Restarts.allowed`)."""
+        noted = [self._dead.pop(m) for m in machines if m in self._dead]
+        if not noted:
+            return []
+        alive_nodes, _ = node_states()
+        return [spec for spec, node in noted if (node is None or node in alive_nodes)
+                and (spec.node is None or spec.node in alive_nodes)
+                and spec.id not in self.members and self.restarts.allowed(spec.id)]
 
     async def check_nodes(self) -> None:
         """Drop machines whose Ray node died (noting those preempted), plan out those whose
@@ -324,6 +367,8 @@ class Controller:
         if request.report is not None:
             self._take(request.report)
         self._apply_deaths()
+        if self._dead:
+            await self._restart_noted()
         now = time.monotonic()
         if now - self._nodes_checked >= min(NODE_CHECK_S, self.health_interval):
             self._nodes_checked = now
@@ -333,6 +378,7 @@ class Controller:
         mem = self.members.table
         draining, preempted = self.drains.take()
         joined, left, pending_moved = self.members.take_pending()
+        restarted, not_restarted = self.restarts.take()
         serial = self.storage.plan_serial
         return PreparedStep(
             plan=None if serial in request.held else plan, serial=serial,
@@ -342,7 +388,8 @@ class Controller:
             emulated={m: mem[m].spec.speed for m in present},
             specs={m: mem[m].spec for m in present}, storage=self.storage.snapshot(),
             t_plan=time.perf_counter() - t0, redesign=self.storage.take_redesign(),
-            draining=draining, preempted=preempted)
+            draining=draining, preempted=preempted, restarted=restarted,
+            not_restarted=not_restarted)
 
     @_locked
     async def recover(self, lost: list, dead: list[str]) -> list:
@@ -350,7 +397,10 @@ class Controller:
         once; only rows no live machine stores are first copied there (storage repaired as far
         as the budgets allow; the full repair waits for the next step).  Returns
         one :class:`~elastic_coded.schemes.wire.Reassignment` per machine."""
+        gone = await self._processes_gone(dead)
         for m in dead:
+            if m in gone:
+                self._note_dead(m)  # restarted once the step is over (mark_dead)
             self._drop(m)
         self._apply_deaths()
         out = await self.storage.recover(lost)
@@ -405,6 +455,7 @@ class Controller:
     async def shutdown(self) -> None:
         if self._health is not None:
             self._health.cancel()
+        self.restarts.stop()
         handles = [m.handle for m in self.members.table.values()]
         handles += [h for h, _, _ in self.drains.retiring.values()]  # kept for a drain
         for h in handles:

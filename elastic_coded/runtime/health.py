@@ -10,12 +10,14 @@ import ray
 
 from ..machines import MachineSpec
 from .drain import is_preempted
+from .worker import MachineDied
 
 __all__ = ["ping", "ping_process", "auto_specs", "auto_count", "step_metrics"]
 
 
 async def ping(handle, timeout: float):
-    """``("ok", info)``, ``("dead", preempted)`` or ``("slow", None)``: ``preempted`` says the
+    """``("ok", info)``, ``("dead", preempted)`` (``"gone"``: its worker process died) or
+    ``("slow", None)``: ``preempted`` says the
     actor's node was taken after a preemption notice (:func:`~.drain.is_preempted`)."""
     async def once():
         return await handle.ping.remote()
@@ -23,14 +25,16 @@ async def ping(handle, timeout: float):
         return "ok", await asyncio.wait_for(once(), timeout)
     except asyncio.TimeoutError:
         return "slow", None
-    except ray.exceptions.RayError as exc:
-        return "dead", is_preempted(exc)
+    except ray.exceptions.RayError as exc:  # "gone": the machine's worker process died
+        gone = hasattr(handle, "host") and not isinstance(exc, MachineDied)
+        return ("gone" if gone else "dead"), is_preempted(exc)
 
 
 async def ping_process(host, machines: tuple, timeout: float) -> dict:
     """:func:`ping` for every machine of one worker process in one call: ``{machine: answer}``
-    (a machine the process no longer hosts alive is ``("dead", False)``; a dead or slow
-    process answers so for all of them)."""
+    (a machine the process no longer hosts alive is ``("dead", False)``; a slow process
+    answers so for all of them, and a dead one ``("gone", preempted)`` for all of them: their
+    process died, :mod:`.restart`)."""
     async def once():
         return await host.ping_many.remote(tuple(machines))
     try:
@@ -38,8 +42,8 @@ async def ping_process(host, machines: tuple, timeout: float) -> dict:
     except asyncio.TimeoutError:
         return {m: ("slow", None) for m in machines}
     except ray.exceptions.RayError as exc:
-        dead = ("dead", is_preempted(exc))
-        return {m: dead for m in machines}
+        gone = ("gone", is_preempted(exc))
+        return {m: gone for m in machines}
     return {m: ("dead", False) if got.get(m) is None else ("ok", got[m]) for m in machines}
 
 

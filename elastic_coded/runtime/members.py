@@ -56,6 +56,7 @@ class Members:
         self.pending_moved = 0
         self.found_dead: set[str] = set()
         self.found_preempted: set[str] = set()
+        self.found_gone: set[str] = set()  # of found_dead: their worker process died
         self.why: dict = {}  # machine -> the error that showed it dead
         self.heard: dict = {}  # machine -> when a step last had a result of it (monotonic s)
 
@@ -136,8 +137,10 @@ class Members:
     def note_ping(self, machine, state: str, info) -> None:
         """A ping's answer (:func:`~.health.ping`): ``("dead", preempted)`` notes the machine
         found dead (and whether its node was preempted); ``("ok", info)`` learns its node."""
-        if state == "dead":
+        if state in ("dead", "gone"):  # gone: its worker process died
             self.found_dead.add(machine)
+            if state == "gone":
+                self.found_gone.add(machine)
             if info:
                 self.found_preempted.add(machine)
         elif state == "ok" and machine in self.table and self.table[machine].node is None:
@@ -153,6 +156,7 @@ class Members:
             drop(m)
         self.found_dead.clear()
         self.found_preempted.clear()
+        self.found_gone.clear()
         return preempted
 
     # -- speeds ---------------------------------------------------------------------------------

@@ -133,6 +133,12 @@ class StepReport:
     """Machines whose Ray node started draining (a preemption notice, ``ray drain-node``) since
     the last step: planned out from this step on (they are in ``left``), their rows copied to
     the machines left first (:mod:`~elastic_coded.runtime.drain`)."""
+    restarted: tuple = ()
+    """Machines whose worker process died and that are back in a fresh one, their storage
+    loaded again from the placement, planned in from this step (they are in ``joined`` too)."""
+    not_restarted: tuple = ()
+    """``(machine, why)``: machines whose worker process died and that stay removed (restarts
+    per machine are bounded: ``ray.max_restarts``; or the restart failed)."""
     preempted: tuple = ()
     """Machines lost to a preempted node (their actor error says ``preempted``): mid-step, their
     work re-planned like a failure's but not counted in ``failed``; or found gone before it."""

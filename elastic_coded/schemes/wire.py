@@ -280,6 +280,11 @@ class PreparedStep:
     redesign: str | None = None
     draining: tuple = ()
     preempted: tuple = ()
+    restarted: tuple = ()
+    """Machines back in a fresh worker process since the last answer (:mod:`~elastic_coded.
+    runtime.restart`)."""
+    not_restarted: tuple = ()
+    """``(machine, why)`` for machines whose dead process was not restarted."""
     serial: int = 0
     """The plan's serial number (the controller counts its plans from a random start, so a
     controller that replaces one that died never reuses its numbers; a plan reused while

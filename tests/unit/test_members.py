@@ -164,3 +164,12 @@ def test_a_health_check_pings_only_machines_no_step_heard_from_lately(monkeypatc
     mem.learn({"m0": (1.0, "value")})
     mem.drop("m0")
     assert "m0" not in mem.heard and mem.unheard(1.0) == ["m1", "m2", "m3"]
+
+
+def test_a_process_found_gone_is_a_death_noted_for_a_restart():
+    mem = _members(3)
+    mem.note_ping("m1", "gone", False)  # its worker process died
+    mem.note_ping("m2", "dead", False)  # ended inside a live process
+    assert mem.found_dead == {"m1", "m2"} and mem.found_gone == {"m1"}
+    assert mem.apply_deaths(mem.drop) == [] and mem.ids() == ["m0"]
+    assert not mem.found_gone  # cleared with the deaths

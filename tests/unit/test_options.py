@@ -32,7 +32,8 @@ OTHER = {
             "transpose": True},
     "verify": {"on": False, "tolerance": 1e-6, "strict": True, "exclude_after": None},
     "ray": {"address": "auto", "num_cpus": 3, "cpus_per_worker": 0.5, "machines_per_process": 2,
-            "ping_timeout": 2.5, "health_interval": 0.25, "driver_blas_threads": None},
+            "ping_timeout": 2.5, "health_interval": 0.25, "driver_blas_threads": None,
+            "max_restarts": 0},
     "report": {"window": 10, "file": "r.jsonl", "keep_plans": True},
 }
 
