@@ -455,7 +455,6 @@ class Controller:
     async def shutdown(self) -> None:
         if self._health is not None:
             self._health.cancel()
-        self.restarts.stop()
         handles = [m.handle for m in self.members.table.values()]
         handles += [h for h, _, _ in self.drains.retiring.values()]  # kept for a drain
         for h in handles:

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 
 import ray
 
-from ..machines import MachineSpec
-
 __all__ = ["MAX_RESTARTS", "Restarts", "process_dead"]
 
 log = logging.getLogger(__name__)
@@ -67,7 +65,6 @@ class Restarts:
     counts: dict = field(default_factory=dict)
     restarted: list = field(default_factory=list)
     refused: list = field(default_factory=list)  # (machine, why)
-    tasks: set = field(default_factory=set)
 
     def allowed(self, machine: str) -> bool:
         """Count a restart of ``machine``; ``False`` (and the reason noted) past the limit."""
@@ -79,16 +76,9 @@ class Restarts:
         self.counts[machine] = n + 1
         return True
 
-    def start(self, specs: list[MachineSpec], add, lock: asyncio.Lock, present) -> None:
-        """Restart ``specs`` in the background: ``add(specs)`` under ``lock``, each machine
-        skipped if ``present()`` already holds it (added back by the user meanwhile)."""
-        if specs:
-            task = asyncio.ensure_future(self.run(list(specs), add, lock, present))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
-
     async def run(self, specs, add, lock, present) -> None:
-        """Restart ``specs`` now (:meth:`start` without the task)."""
+        """Restart ``specs``: ``add(specs)`` under ``lock`` (``None``: held already), skipping
+        those ``present()`` holds (added back by the user meanwhile)."""
         async with lock or contextlib.nullcontext():  # all at once: one fresh process
             specs = [s for s in specs if s.id not in present()]
             try:
@@ -105,12 +95,3 @@ class Restarts:
         out = (tuple(self.restarted), tuple(self.refused))
         self.restarted, self.refused = [], []
         return out
-
-    async def settle(self) -> None:
-        """Wait for the restarts under way (tests, shutdown)."""
-        if self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=True)
-
-    def stop(self) -> None:
-        for t in list(self.tasks):
-            t.cancel()

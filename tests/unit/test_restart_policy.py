@@ -15,11 +15,7 @@ def _run(r, specs, present=(), fail=None):
             raise fail
         added.append([s.id for s in ss])
 
-    async def go():
-        r.start(specs, add, asyncio.Lock(), lambda: set(present))
-        await r.settle()
-
-    asyncio.run(go())
+    asyncio.run(r.run(specs, add, asyncio.Lock(), lambda: set(present)))
     return added
 
 
