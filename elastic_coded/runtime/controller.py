@@ -39,7 +39,7 @@ from .drain import Drains, draining_nodes, node_states
 from .health import auto_count, auto_specs, ping, ping_process, step_metrics
 from .hosting import HostPool, MachineHandle, kill, orphans, reclaim
 from .members import Members
-from .restart import MAX_RESTARTS, Restarts, process_dead
+from .restart import MAX_RESTARTS, Restarts, process_dead, process_of
 from .storage import Storage
 from .transfer import RayTransfer
 
@@ -243,6 +243,7 @@ class Controller:
         """The machines that died in a step leave; those whose worker process died while its
         node lives are restarted in a fresh one (:mod:`.restart`)."""
         gone = await self._processes_gone(machines)  # before the drop stops an empty process
+        machines = list(dict.fromkeys(list(machines) + sorted(gone)))
         for m in machines:
             if m in gone:
                 self._note_dead(m)
@@ -255,7 +256,9 @@ class Controller:
         in a live process)."""
         ms = [m for m in machines if m in self.members and self.restarts.limit > 0]
         dead = await asyncio.gather(*[process_dead(self.members[m].handle) for m in ms])
-        return {m for m, d in zip(ms, dead) if d}
+        hosts = {process_of(self.members[m].handle) for m, d in zip(ms, dead) if d}
+        # the other machines of a dead process are gone too, whether or not they had a call
+        return {m for m, w in self.members.table.items() if process_of(w.handle) in hosts}
 
     async def _restart_noted(self) -> None:
         """Restart the machines noted with a dead process (the storage lock held)."""
@@ -398,6 +401,7 @@ class Controller:
         as the budgets allow; the full repair waits for the next step).  Returns
         one :class:`~elastic_coded.schemes.wire.Reassignment` per machine."""
         gone = await self._processes_gone(dead)
+        dead = list(dict.fromkeys(list(dead) + sorted(gone)))
         for m in dead:
             if m in gone:
                 self._note_dead(m)  # restarted once the step is over (mark_dead)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import ray
 
-__all__ = ["MAX_RESTARTS", "Restarts", "process_dead"]
+__all__ = ["MAX_RESTARTS", "Restarts", "process_dead", "process_of"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,16 @@ MAX_RESTARTS = 3
 
 PROBE_S = 2.0
 """How long a process has to answer before it is taken for dead."""
+
+
+def process_of(handle) -> object:
+    """The id of the worker process behind a machine's ``handle`` (the handle itself where it is
+    not hosted in a shared process)."""
+    host = getattr(handle, "host", None)
+    if host is None:
+        return handle
+    actor = getattr(host, "_actor_id", None)
+    return actor.hex() if actor is not None else host
 
 
 async def process_dead(handle) -> bool:

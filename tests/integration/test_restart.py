@@ -69,7 +69,8 @@ def test_a_killed_process_comes_back_with_its_machines(ray_session):
         # within 5 steps alone; on a loaded host a ping of the dead process may time out
         # ("slow") before its death is seen, so allow more steps there
         n = _steps_until_back(c, A, B, sharing, limit=20)
-        assert n is not None, f"not back within 20 steps: {c.machines()}"
+        seen = [(r.failed, r.left, r.restarted, r.not_restarted) for r in c.reports]
+        assert n is not None, f"not back within 20 steps: {c.machines()}; reports: {seen}"
         assert sorted(c.machines()) == sorted(all_machines)
         for _ in range(5):  # a machine back after a step's start is reported by the next
             restarted = [m for r in c.reports for m in r.restarted]
