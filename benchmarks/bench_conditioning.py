@@ -112,8 +112,8 @@ def tolerance_cost(quick: bool) -> list[dict]:
         code = lagrange_code("real", L, S)
         have = list(range(L + 2))
         code.best_positions(have)  # warm the caches
-        t_best, t_cond = best_of([lambda: code.best_positions(have),
-                                  lambda: code.decode_condition(tuple(range(L)))],
+        t_best, t_cond = best_of([lambda code=code, have=have: code.best_positions(have),
+                                  lambda code=code, L=L: code.decode_condition(tuple(range(L)))],
                                  budget_s=budget)
         rows.append({"what": f"choose the best L of L+2 results, (L, S) = ({L}, {S}), "
                              f"{code.points}", "seconds": t_best, "cached_condition_s": t_cond})
@@ -185,8 +185,11 @@ def check_cost(quick: bool) -> list[dict]:
             res, res_p = check(sk, B, Y), check(sk, B, Yp, rows=(a, b))
             idle = settle(0 if quick else SETTLE_S)
             t_mm, t_piece_mm, t_check, t_piece = best_of(
-                [lambda: F.matmul(A, B), lambda: F.matmul(A[a:b], B), lambda: check(sk, B, Y),
-                 lambda: check(sk, B, Yp, rows=(a, b))], min_reps=5, budget_s=3.0)
+                [lambda F=F, A=A, B=B: F.matmul(A, B),
+                 lambda F=F, A=A, B=B, a=a, b=b: F.matmul(A[a:b], B),
+                 lambda sk=sk, B=B, Y=Y: check(sk, B, Y),
+                 lambda sk=sk, B=B, Yp=Yp, a=a, b=b: check(sk, B, Yp, rows=(a, b))],
+                min_reps=5, budget_s=3.0)
             assert res.ok and res_p.ok
             rows.append({"field": F.name, "m": m, "n": n, "r": r, "t": sk.t, "block": sk.block,
                          "matmul_s": t_mm, "check_s": t_check, "check_over_matmul": t_check / t_mm,
@@ -212,8 +215,9 @@ def locate_cost(quick: bool) -> list[dict]:
         for p in rng.choice(code.K, size=S // 2, replace=False).tolist():
             H[p] = F.add(H[p], F.random(H[p].shape, rng))
         out = locate_lagrange(code, H, seed=0)
-        t_dec, t_loc = best_of([lambda: code.decode(dict(list(H.items())[:L])),
-                                lambda: locate_lagrange(code, H, seed=0)], budget_s=1.0)
+        t_dec, t_loc = best_of([lambda code=code, H=H, L=L: code.decode(dict(list(H.items())[:L])),
+                                lambda code=code, H=H: locate_lagrange(code, H, seed=0)],
+                               budget_s=1.0)
         rows.append({"L": L, "S": S, "liars": S // 2, "piece": [w, c], "decode_s": t_dec,
                      "locate_s": t_loc, "located": len(out.faulty)})
     return rows

@@ -124,7 +124,7 @@ def run_prime(p, shapes, galois, rng, galois_limit_s, settle_s):
         af, bf = a.astype(np.float64), b.astype(np.float64)
         macs = m * k * n
         ours = G.matmul_mod(a, b, p)
-        fns = [lambda: af @ bf, lambda: G.matmul_mod(a, b, p)]
+        fns = [lambda af=af, bf=bf: af @ bf, lambda a=a, b=b: G.matmul_mod(a, b, p)]
         predicted = None if galois_rate is None else galois_rate * macs
         t_gal, note = None, ""
         if predicted is not None and predicted > galois_limit_s:
@@ -138,7 +138,7 @@ def run_prime(p, shapes, galois, rng, galois_limit_s, settle_s):
             t_gal = time.perf_counter() - t0
             galois_rate = t_gal / macs
             if t_gal < 2.0:     # time it interleaved with the others
-                fns.append(lambda: A @ B)
+                fns.append(lambda A=A, B=B: A @ B)
         idle = settle(settle_s)
         times = best_of(fns, min_reps=5, budget_s=1.5 if macs < 2**27 else 10.0)
         t_blas, t_ours = times[:2]
@@ -166,8 +166,8 @@ def run_cutover(rng, settle_s, size=1024):
         a = rng.integers(0, p, (size, size))
         b = rng.integers(0, p, (size, size))
         settle(settle_s)
-        t1, t2 = best_of([lambda: G.matmul_mod(a, b, p, limbs=False),
-                          lambda: G.matmul_mod(a, b, p, limbs=True)], budget_s=3.0)
+        t1, t2 = best_of([lambda a=a, b=b, p=p: G.matmul_mod(a, b, p, limbs=False),
+                          lambda a=a, b=b, p=p: G.matmul_mod(a, b, p, limbs=True)], budget_s=3.0)
         kc = G.max_chunk(p, False)
         rows.append({"p": p, "log2_p": round(float(np.log2(p)), 2), "size": size,
                      "one_limb_chunk": kc, "t_one_limb_s": t1, "t_two_limb_s": t2,

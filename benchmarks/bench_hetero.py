@@ -77,7 +77,7 @@ def run_paper_like(M: int, N: int, instances: int, trials: int, seed: int,
         P = H.random_problem(M, N, inst_seed)
         plans = _plan_all(P, inst_seed, milp_time_limit)
         means = {}
-        for s_idx, (name, (asg, loads, secs, info)) in enumerate(plans.items()):
+        for s_idx, (name, (asg, loads, secs, _info)) in enumerate(plans.items()):
             t_int = H.approx_completion_time(P, asg, loads)
             t_star = float(np.max(t_int))
             rng = np.random.default_rng([seed, N, i, s_idx])

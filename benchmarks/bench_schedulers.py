@@ -246,7 +246,7 @@ def finish(res: dict) -> dict:
         bases.append("hand-written")
     best = min(bases, key=lambda p: res[p]["median_s"])
     res["best_baseline"] = best
-    for lab, row in res.items():
+    for _lab, row in res.items():
         if isinstance(row, dict) and "median_s" in row:
             row["vs_best_baseline"] = row["median_s"] / res[best]["median_s"]
     return res

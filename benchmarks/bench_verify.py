@@ -148,7 +148,7 @@ def run_field(name: str, m: int, n: int, r: int, steps: int, seed: int = 0,
     finally:
         for c, _ in clusters.values():
             c.shutdown()
-    on, off = res["on"], res["off"]
+    on = res["on"]
     med = {k: float(np.median(v["t_total"])) for k, v in res.items()}
     tv = float(np.median(on["t_verify"]))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

@@ -134,7 +134,7 @@ class ChurnRun:
         fixed = self.script.events.get(step, StepEvents())
         leave, crash = list(fixed.leave), list(fixed.crash)
         join = list(fixed.join)
-        for m, (factor, until) in list(self._slow.items()):
+        for m, (_factor, until) in list(self._slow.items()):
             if step > until:
                 del self._slow[m]
         slow = {m: f for m, (f, _) in self._slow.items()}

@@ -46,7 +46,7 @@ def main() -> int:
     w = np.zeros(a.features)
     try:
         with make_cluster(A, a, speeds=3) as cluster:
-            for step in range(a.steps):
+            for _step in range(a.steps):
                 w -= lr * (cluster.multiply(w) - Xty)
             summary = cluster.summary()
             lowered = lowered_steps(cluster)

@@ -88,7 +88,7 @@ def main() -> int:
     wrong = 0
     try:
         with make_cluster(A, a, speeds=4) as cluster:
-            for step in range(a.steps):
+            for _step in range(a.steps):
                 y = cluster.multiply(x)
                 wrong += np.linalg.norm(y - A @ x) > 1e-9 * np.linalg.norm(A @ x)
                 x = y / np.linalg.norm(y)

@@ -158,7 +158,9 @@ class LagrangeCode:
         """``D[l, j]``: weight of the result of ``positions[j]`` in ``A B_l`` (L x L)."""
         return self._decode_matrix(self._checked(positions))
 
-    @functools.lru_cache(maxsize=4096)
+    # a memo of decodes: the code is frozen and hashed by identity, and the cache keeping it
+    # alive (as long as its entries last) is accepted
+    @functools.lru_cache(maxsize=4096)  # noqa: B019
     def _decode_matrix(self, positions: tuple) -> np.ndarray:
         if self.generator is not None:
             return np.linalg.inv(self.generator[list(positions)])
@@ -233,7 +235,9 @@ class LagrangeCode:
         that :meth:`error_bound` covers it.  Real field only."""
         return self._condition(self._real_positions(positions))
 
-    @functools.lru_cache(maxsize=4096)
+    # a memo of decodes: the code is frozen and hashed by identity, and the cache keeping it
+    # alive (as long as its entries last) is accepted
+    @functools.lru_cache(maxsize=4096)  # noqa: B019
     def _condition(self, P: tuple) -> float:
         kappa = float(self.conditions(np.asarray([P]))[0])
         if self.generator is not None:
@@ -263,7 +267,8 @@ class LagrangeCode:
         return self._best(tuple(sorted(int(h) for h in have)),
                           None if start is None else tuple(sorted(int(p) for p in start)))
 
-    @functools.lru_cache(maxsize=1024)
+    # a memo, as _decode_matrix's
+    @functools.lru_cache(maxsize=1024)  # noqa: B019
     def _best(self, have: tuple, start: tuple | None) -> tuple[float, tuple]:
         return best_subset(self.conditions, have, self.L, start)
 

@@ -141,7 +141,9 @@ class MDSCode:
                                 f"{values.shape}")
         return values
 
-    @functools.lru_cache(maxsize=8)  # k x k inverses can be large: keep a few
+    # k x k inverses can be large: keep a few.  The code is frozen and hashed by identity, and
+    # the cache keeping it alive (as long as its entries last) is accepted
+    @functools.lru_cache(maxsize=8)  # noqa: B019
     def _inverse(self, idx: tuple) -> np.ndarray:
         return self.field.solve(self.generator[list(idx)], self.field.eye(self.k))
 

@@ -276,7 +276,7 @@ class Storage:
         """``{piece: [present machines storing its rows]}`` (``[]`` when no machine stores them
         all) for speculative backups."""
         out = {}
-        for pi, piece, group in plan.iter_pieces():
+        for pi, _piece, group in plan.iter_pieces():
             spans = self.family.holders(group.rows, self.members.table)
             out[pi] = spans[0][2] if len(spans) == 1 else []
         return out

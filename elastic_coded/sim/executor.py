@@ -131,7 +131,7 @@ def _task_work(plan: StepPlan) -> list[float]:
         if p.cols is not None:
             width[p.group] = width.get(p.group, 0) + (p.cols[1] - p.cols[0])
     out = []
-    for pi, piece, grp in plan.iter_pieces():
+    for _pi, piece, grp in plan.iter_pieces():
         frac = 1.0 if piece.cols is None else (piece.cols[1] - piece.cols[0]) / width[piece.group]
         out.append((grp.rows[1] - grp.rows[0]) / plan.num_rows * frac / plan.L)
     return out

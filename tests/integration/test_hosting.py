@@ -111,7 +111,7 @@ def test_handles_cross_actor_boundaries(ray_session):
 
     assert ray.get(ping_from_a_task.remote(h)) == "x"
     with pytest.raises(AttributeError):
-        h.not_a_method
+        _ = h.not_a_method
     pool.stop_all()
 
 

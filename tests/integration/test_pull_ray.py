@@ -93,13 +93,13 @@ def test_usctec_auto_modes(ray_session):
     ms = [{"id": f"m{i}", "speed": 1.0, "storage": 1.0} for i in range(7)]
     with ElasticCluster(A, L=2, S=2, machines=ms, field=F, time_scale=0.1) as c:
         modes = []
-        for step in range(5):
+        for _step in range(5):
             B = F.random((4, 2), rng)
             assert np.array_equal(c.multiply(B, events=StepEvents(slow={"m1": 6.0})),
                                   _mul(A, B))
             modes.append(c.reports[-1].extra["mode"])
         assert modes[0] == "lean" and "eager" in modes
-        for step in range(PROBE_EVERY + 2):  # blind eager steps, then a lean probe sees calm
+        for _step in range(PROBE_EVERY + 2):  # blind eager steps, then a lean probe sees calm
             B = F.random((4, 2), rng)
             assert np.array_equal(c.multiply(B, events=StepEvents()), _mul(A, B))
             modes.append(c.reports[-1].extra["mode"])

@@ -21,7 +21,7 @@ def test_usctec_20_12_never_returns_a_product_off_by_more_than_1e9(ray_session):
     worst, returned, raised = 0.0, 0, 0
     with ElasticCluster(A, "usctec", L=20, S=12, machines=ms, time_scale=0.01,
                         deadline=None, machines_per_process=6) as c:
-        for step in range(4):
+        for _step in range(4):
             B = rng.standard_normal((64, 40))
             slow = rng.choice(IDS, size=6, replace=False)
             try:

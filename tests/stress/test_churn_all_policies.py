@@ -54,7 +54,7 @@ def test_random_churn_every_policy(ray_session, policy):
     wrong = 0
     with ElasticCluster(A, policy, machines=ms, field=F, time_scale=0.01,
                         churn=parse_churn(CHURN), seed=2, keep_plans=True, **kw) as c:
-        for step in range(STEPS):
+        for _step in range(STEPS):
             B = make_B()
             Y = c.multiply(B)
             got = Y if policy == "hetero" else [Y]

@@ -93,7 +93,7 @@ def test_each_error_keeps_its_builtin_base():
 
 def test_every_exception_class_of_the_package_is_an_elastic_coded_error():
     bad = []
-    for rel, name, _ in _modules():
+    for _rel, name, _ in _modules():
         module = importlib.import_module(name)
         for attr, obj in vars(module).items():
             if (isinstance(obj, type) and issubclass(obj, BaseException)

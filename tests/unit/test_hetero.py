@@ -29,8 +29,8 @@ def problem_with_values(values, L=None, a=1e-3) -> H.HeteroProblem:
     u = np.empty_like(values)
     for idx, target in np.ndenumerate(values):
         assert target < 1 / a
-        u[idx] = optimize.brentq(lambda x: H.worker_value(a, x) - target, 1e-12, 1e12,
-                                 xtol=1e-14, rtol=1e-14)
+        u[idx] = optimize.brentq(lambda x, target=target: H.worker_value(a, x) - target,
+                                 1e-12, 1e12, xtol=1e-14, rtol=1e-14)
     M = values.shape[0]
     L = np.ones(M) if L is None else L
     return H.HeteroProblem(L=L, a=np.full(values.shape, a), u=u)

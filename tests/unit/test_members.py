@@ -155,7 +155,7 @@ def test_a_health_check_pings_only_machines_no_step_heard_from_lately(monkeypatc
     monkeypatch.setattr(members_mod.time, "monotonic", lambda: clock[0])
     mem = _members(4)
     for i in range(3):
-        mem["m%d" % i].node = "n1"
+        mem[f"m{i}"].node = "n1"
     assert mem.unheard(1.0) == ["m0", "m1", "m2", "m3"]
     mem.learn({"m0": (1.0, "value"), "m1": (0.5, "upper"), "m3": (1.0, "value")})
     assert mem.unheard(1.0) == ["m1", "m2", "m3"]  # m3: its node is not known yet

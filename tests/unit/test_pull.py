@@ -135,7 +135,7 @@ def test_backups_never_exceed_the_codes_positions():
     placement, plan, sub, queues, q = _coded(n, L, S, speeds, 2)
     slow = {"m0": 50.0, "m1": 50.0, "m2": 50.0}
     _simulate(q, speeds, slow, lambda: len(q.complete) == len(sub.pieces))
-    for pi, pos in q.done.items():
+    for _pi, pos in q.done.items():
         assert pos <= set(range(L + S))
 
 
@@ -177,7 +177,7 @@ def test_subdivide_keeps_the_plan_and_cuts_each_share():
     sub, queues = pl.subdivide(plan, 4)
     validate(sub.base, placement)
     assert sub.base.rows_computed() == plan.base.rows_computed()
-    for m, q in queues.items():
+    for _m, q in queues.items():
         assert len(q) >= 4
     with pytest.raises(ValueError, match="units"):
         pl.subdivide(plan, 0)

@@ -21,9 +21,6 @@ from elastic_coded.schemes.policies.rules import (
 )
 from elastic_coded.schemes.registry import REGISTRY, get_policy
 from elastic_coded.schemes.speeds import new_estimate, observe
-
-WHOLE = sorted(n for n, p in REGISTRY.items() if p.plan is not None and not p.pulls)
-PULLED = sorted(n for n, p in REGISTRY.items() if p.pulls)
 from elastic_coded.schemes.usctec import (
     SpeedModel,
     cyclic_placement,
@@ -57,6 +54,8 @@ from elastic_coded.sim import (
 from elastic_coded.sim.executor import _Compiled, _PlacementIndex
 from elastic_coded.sim.learn import _learn, _Learner
 
+WHOLE = sorted(n for n, p in REGISTRY.items() if p.plan is not None and not p.pulls)
+PULLED = sorted(n for n, p in REGISTRY.items() if p.pulls)
 ALL = ("uncoded", "speculative", "cyclic", "cec", "usctec-cyclic", "usctec", "ideal", "lower_bound")
 
 

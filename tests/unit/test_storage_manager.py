@@ -417,7 +417,7 @@ def test_holders_of_a_plan_names_the_present_machines_storing_each_piece():
     st, _ = _usctec(n=6, q=24, L=2, S=1)
     plan = st.plan(StepRequest(0, "usctec", None, 4), 1)
     out = st.holders_of(plan)
-    for pi, piece, group in plan.iter_pieces():
+    for pi, _piece, group in plan.iter_pieces():
         for m in out[pi]:
             assert _rows([group.rows]) <= _rows(st.family.placement.rows_of(m))
 

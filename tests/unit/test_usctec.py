@@ -238,7 +238,7 @@ def test_end_to_end(spec, L, S):
     F = field(spec)
     A = F.random((60, 25), rng)
     B = F.random((25, 3 * L), rng)
-    for trial in range(3):
+    for _trial in range(3):
         drop = {pi: rng.permutation(L + S)[:S].tolist() for pi in range(len(plan.pieces))}
         Y = run_step(A, B, plan, F, drop)
         if F.exact:

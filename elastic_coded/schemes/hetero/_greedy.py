@@ -183,7 +183,7 @@ def iterated_greedy(problem: HeteroProblem, rng: Any = 0, *, max_iter: int = 200
     stall = 0
     it = 0
     improvements = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
         explored = current.copy()
         removed = rng.choice(problem.N, size=d, replace=False)
         explored[removed] = -1

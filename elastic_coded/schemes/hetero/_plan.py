@@ -83,7 +83,7 @@ def approx_completion_time(problem: HeteroProblem, k: Assignment | Any, loads: A
         if np.sum(km * lm) <= L * (1 + 1e-12):
             continue
 
-        def g(t: float) -> float:
+        def g(t: float, *, km=km, lm=lm, am=am, um=um, L=L) -> float:  # this master's arrays
             return float(np.sum(km * expected_results(t, lm, am, um))) - L
 
         hi = float(np.max(am * lm)) + 1e-12

@@ -7,7 +7,6 @@ import logging
 import math
 import numbers
 from fractions import Fraction
-from typing import Union
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from ...errors import ArgumentError, ArgumentTypeError
 
 log = logging.getLogger(__name__)
 
-MuLike = Union[Fraction, float, int, str]
+MuLike = Fraction | float | int | str
 """What a storage fraction ``mu`` may be given as (see :mod:`elastic_coded.schemes.unified`)."""
 
 _SNAP_TOL = Fraction(1, 2000)  # a float within 5e-4 of p/d (d <= K) means p/d

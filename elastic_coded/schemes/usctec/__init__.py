@@ -18,26 +18,39 @@ optimum* ``c_int`` over whole rows, found by parametric max-flow, and
 columns), so columns need no rounding.
 """
 
-from ..plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
-from ._checks import (
-                      _check_budgets,
-                      _check_enough,
-                      _check_rows,
-                      _machines,
-                      _placement_args,
-                      check_code,
-                      check_speeds,
-)
-from ._fractional import _mean_c, _present_atoms, _step_lp
-from ._layout import _cum_round, _merge_blocks, _sorted_holders
-from ._load import _TOL, fill, optimal_load
+# The plan types and the private helpers are re-exported (``name as name``) for the modules and
+# tests that import them from here; ``__all__`` lists the public planner only.
+from ..plan import Group as Group
+from ..plan import Piece as Piece
+from ..plan import Placement as Placement
+from ..plan import PlanError as PlanError
+from ..plan import RowBlock as RowBlock
+from ..plan import StepPlan as StepPlan
+from ._checks import _check_budgets as _check_budgets
+from ._checks import _check_enough as _check_enough
+from ._checks import _check_rows as _check_rows
+from ._checks import _machines as _machines
+from ._checks import _placement_args as _placement_args
+from ._checks import check_code, check_speeds
+from ._fractional import _mean_c as _mean_c
+from ._fractional import _present_atoms as _present_atoms
+from ._fractional import _step_lp as _step_lp
+from ._layout import _cum_round as _cum_round
+from ._layout import _merge_blocks as _merge_blocks
+from ._layout import _sorted_holders as _sorted_holders
+from ._load import _TOL as _TOL
+from ._load import fill, optimal_load
 from ._milp import integer_optimum
 from ._placement import cyclic_placement, design_placement, expected_time, filled_placement
 from ._plan import plan_step
-from ._repair import _rebalance, extend_placement, repair_placement
+from ._repair import _rebalance as _rebalance
+from ._repair import extend_placement, repair_placement
 from ._rounding import rounding_bound
-from ._speed_model import SpeedModel, _speed_samples
-from ._validate import _covers, _stored_ranges, validate
+from ._speed_model import SpeedModel
+from ._speed_model import _speed_samples as _speed_samples
+from ._validate import _covers as _covers
+from ._validate import _stored_ranges as _stored_ranges
+from ._validate import validate
 
 __all__ = [
     "SpeedModel", "optimal_load", "fill", "cyclic_placement", "filled_placement",

@@ -55,7 +55,7 @@ def filled_placement(num_rows: int, machines, shares, R: int, budgets) -> Placem
     groups = fill(shares, R)
     sizes = _cum_round(num_rows, [g for g, _ in groups])
     blocks, start = [], 0
-    for (gamma, U), size in zip(groups, sizes):
+    for (_gamma, U), size in zip(groups, sizes):
         blocks.append(RowBlock(start, start + size, _sorted_holders(ms[i] for i in U)))
         start += size
     pl = Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
