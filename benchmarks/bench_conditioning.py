@@ -18,8 +18,9 @@ step decoded again from its late results against one that meets the tolerance at
 **Check cost.**  For a few shapes ``A (m x n) @ B (n x r)``: the step's product, a whole-result
 sketch check (``rows=None``) and a check of the middle third of the rows (a piece), against the
 product of that third; and the one-off ``make_sketch``.  Each shape first waits (full run: up to
-10 s) for the shared CPUs to go idle, then takes the best of at least 5 interleaved repeats; reals (``t = 8``) and
-``GF(2^31 - 1)`` (``t = 2``).  And ``locate_lagrange`` against ``decode`` on one piece.
+10 s) for the shared CPUs to go idle, then takes the best of at least 5 interleaved repeats; reals
+(``t = 8``) and ``GF(2^31 - 1)`` (``t = 2``).  And ``locate_lagrange`` against ``decode`` on one
+piece.
 
 Writes ``benchmarks/results/conditioning.json`` and ``conditioning.md`` (``--quick``:
 ``conditioning_quick.*``: fewer patterns and smaller shapes).
@@ -319,7 +320,8 @@ def to_markdown(res: dict) -> str:
     up = [c for c in cases if c[0] <= ge[0] and c[1] <= ge[1]]
     worst_err = max(by[c + (default[c],)]["error_at_worst"] for c in up)
     lines.append(f"| worst relative error <= {elim:.0e} at every (L, S) up to {ge} (default "
-                 f"code, {len(up)} cases) | {worst_err:.2g} | {'yes' if worst_err <= elim else 'no'} |")
+                 f"code, {len(up)} cases) | {worst_err:.2g} | "
+                 f"{'yes' if worst_err <= elim else 'no'} |")
     for p in CODES:
         if gc + (p,) in by:
             lines.append(f"| for comparison: {p} at {gc} | {by[gc + (p,)]['worst_condition']:.3g} "
@@ -343,16 +345,16 @@ def to_markdown(res: dict) -> str:
               "piece check s | piece check/matmul | make_sketch s | tolerance / scale | CPU idle |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["check_cost"]:
+        idle = "-" if r["cpu_idle_before"] is None else format(r["cpu_idle_before"], ".2f")
         lines.append(f"| {r['field']} | {r['m']}x{r['n']}x{r['r']} | {r['t']} | "
                      f"{r['matmul_s']:.4f} | {r['check_s']:.5f} | {r['check_over_matmul']:.4f} | "
                      f"{r['piece_matmul_s']:.4f} | {r['piece_check_s']:.5f} | "
                      f"{r['piece_check_over_matmul']:.4f} | {r['sketch_s']:.3f} | "
-                     f"{r['relative_tolerance']:.2g} | "
-                     f"{'-' if r['cpu_idle_before'] is None else format(r['cpu_idle_before'], '.2f')} |")
+                     f"{r['relative_tolerance']:.2g} | {idle} |")
     lines += ["", "The piece is the middle third of the rows (a check of `A[m/3:2m/3] @ B`).  "
               "`tolerance / scale` is the real check's rigorous tolerance relative to the result "
-              "(plain product, condition 1).  CPU idle: the idle fraction seen just before timing (shared "
-              "machine).", "",
+              "(plain product, condition 1).  CPU idle: the idle fraction seen just before timing "
+              "(shared machine).", "",
               "## Fault location (GF(2^31-1), one piece)", "",
               "| L | S | liars | piece (rows x cols) | decode s | locate_lagrange s | located |",
               "|---|---|---|---|---|---|---|"]

@@ -147,7 +147,8 @@ def markdown(res: dict) -> str:
     shared, alone = res["shared"], res["one_per_process"]
     saved = alone["peak_pss_mib"] - shared["peak_pss_mib"]
     lines = [f"# Memory of `elastic-coded run {res['config']}`", "",
-             "| worker processes | peak PSS, summed (MiB) | processes at the peak | sum of RSS (MiB) |",
+             "| worker processes | peak PSS, summed (MiB) | processes at the peak "
+             "| sum of RSS (MiB) |",
              "|---|---|---|---|",
              f"| shared (as configured) | {shared['peak_pss_mib']:.0f} | "
              f"{shared['processes_at_peak']} | {shared['peak_rss_sum_mib']:.0f} |",

@@ -86,7 +86,8 @@ def _cumulative_c_int(pl, avail, speeds, L, S) -> float:
     for h, wa, x, bs in zip(holders, w, xs, atoms):
         local = np.clip(x / wa, 0, 1)
         groups = fill(local * K / local.sum(), K, tol=1e-10)
-        for (_, U), size in zip(groups, _cum_round(sum(b.size for b in bs), [g for g, _ in groups])):
+        for (_, U), size in zip(groups, _cum_round(sum(b.size for b in bs),
+                                                   [g for g, _ in groups])):
             rows[[h[i] for i in U]] += size
     return float(np.max(rows / (q * np.asarray(speeds))))
 
@@ -175,7 +176,8 @@ def _time_plans(pl, N, L, S, rng, repeats):
     validate(plan, pl)
     v = time.perf_counter() - t
     return {"N": N, "plan_ms_median": 1000 * float(np.median(wall)),
-            "plan_ms_max": 1000 * float(np.max(wall)), "cpu_ms_median": 1000 * float(np.median(cpu)),
+            "plan_ms_max": 1000 * float(np.max(wall)),
+            "cpu_ms_median": 1000 * float(np.median(cpu)),
             "validate_ms": 1000 * v, "blocks": len(pl.blocks), "groups": len(plan.groups),
             "c": plan.c, "c_int": plan.c_int}
 
@@ -193,8 +195,8 @@ def bench_plan_step(sizes, L=4, S=2, repeats=5, seed=0):
         pl = filled_placement(q, range(N), shares, L + S + 1, [1.0] * N)
         filled.append(_time_plans(pl, N, L, S, rng, repeats))
         print(f"plan_step N={N:5d}: cyclic {cyc[-1]['plan_ms_median']:7.1f} ms "
-              f"(cpu {cyc[-1]['cpu_ms_median']:.1f}), filled {filled[-1]['plan_ms_median']:7.1f} ms "
-              f"(cpu {filled[-1]['cpu_ms_median']:.1f})", flush=True)
+              f"(cpu {cyc[-1]['cpu_ms_median']:.1f}), filled {filled[-1]['plan_ms_median']:7.1f} "
+              f"ms (cpu {filled[-1]['cpu_ms_median']:.1f})", flush=True)
     return cyc, filled
 
 
@@ -291,7 +293,8 @@ def to_markdown(res) -> str:
             "Half the machines are `ratio` times faster; 10% stragglers slowed 5x. Budgets "
             "e = 2(L+S)/N = 1.0 per machine. *Equal storage*: the design stores every row exactly "
             "L+S times, like cyclic. *Full budget*: the design may use more replication.", "",
-            "| speed ratio | cyclic | design, equal storage | ratio | design, full budget | ratio |",
+            "| speed ratio | cyclic | design, equal storage | ratio | design, full budget "
+            "| ratio |",
             "|---:|---:|---:|---:|---:|---:|"]
     for r in res["design"]:
         out.append(f"| {r['speed_ratio']} | {r['cyclic']:.4f} | {r['design_equal_storage']:.4f} | "

@@ -13,11 +13,11 @@ Workloads (``--quick``: small versions of each):
   power step one matvec (:func:`elastic_coded.pagerank.pagerank`).
 
 Runners, side by side on one Ray session, in rotating blocks of steps on the same seeded inputs
-(rotating, so a noisy moment of this shared host is spread over them): the default policy (``usctec-auto``),
-``usctec`` and ``dynamic`` on one cluster (each with its own speed estimates), the hand-written
-plain-Ray pull scheduler (``handwritten_dynamic.py``, on the cluster's placement), the plain-Ray
-floor (one actor per machine holding one row block, ``x`` put once, one call each) and numpy /
-scipy in the driver's one process.  ``L=2, S=1``, ``field="real"``.
+(rotating, so a noisy moment of this shared host is spread over them): the default policy
+(``usctec-auto``), ``usctec`` and ``dynamic`` on one cluster (each with its own speed estimates),
+the hand-written plain-Ray pull scheduler (``handwritten_dynamic.py``, on the cluster's placement),
+the plain-Ray floor (one actor per machine holding one row block, ``x`` put once, one call each) and
+numpy / scipy in the driver's one process.  ``L=2, S=1``, ``field="real"``.
 
 Stragglers, real (on the matvec and dense workloads; the same machine ``m0`` of each runner):
 
@@ -438,8 +438,8 @@ def markdown(res: dict) -> str:
     lines = [f"# Real speed: {ms} machines on {res['cpus']} CPUs ({res['host']}), L={L}, S={S}",
              "", "Machines at their real speed, median step as the caller sees it over "
              f"{res['steps']} steps, as a ratio to numpy / scipy in one process on the same "
-             "inputs (in rotating blocks of steps, each runner's steps back to back). Errors: the largest relative error of any "
-             "product against numpy / scipy.", "",
+             "inputs (in rotating blocks of steps, each runner's steps back to back). Errors: the "
+             "largest relative error of any product against numpy / scipy.", "",
              "| workload | straggler | " + " | ".join(POLICIES + PLAIN) + " | max error |",
              "|---|---|" + "---:|" * (len(POLICIES + PLAIN) + 1)]
     for wl, d in res["workloads"].items():

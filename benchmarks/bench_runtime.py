@@ -39,7 +39,8 @@ def _trace(n_steps, machines, stragglers=2, factor=5.0, seed=0):
     """Per-step events for a fixed membership: the same list is replayed for every policy."""
     from elastic_coded.churn import ChurnScript, RandomChurn
 
-    run = ChurnScript(random=RandomChurn(stragglers=stragglers, factor=factor), seed=seed).generator()
+    run = ChurnScript(random=RandomChurn(stragglers=stragglers, factor=factor),
+                      seed=seed).generator()
     return [run.events(k, machines, L + S) for k in range(n_steps)]
 
 
@@ -154,7 +155,8 @@ def scenario_heterogeneous(n, steps, ts, rng):
     print()
     res = {p: _stats(r) for p, r in out.items()}
     res["ideal"] = {"median_s": ideal_time(speeds, L, S) * ts}
-    res["usctec_compute"] = {"median_s": float(np.median([r.slowest_needed_s for r in out["usctec"]]))}
+    res["usctec_compute"] = {
+        "median_s": float(np.median([r.slowest_needed_s for r in out["usctec"]]))}
     return res
 
 
@@ -195,14 +197,16 @@ def to_markdown(res) -> str:
         f"time_scale {res['time_scale']} s per unit of work, {res['steps']} steps per policy, "
         f"every product checked against numpy. Command: `{res['command']}`.", "",
         "## 2 random stragglers per step, slowed 5x (same trace for every policy)", "",
-        "| policy | median step (s) | mean (s) | p95 (s) | median overhead (ms) | vs uncoded | vs speculative |",
+        "| policy | median step (s) | mean (s) | p95 (s) | median overhead (ms) | vs uncoded "
+        "| vs speculative |",
         "|---|---:|---:|---:|---:|---:|---:|"]
     for p in ("usctec", "uncoded", "speculative", "cyclic"):
         lines.append(f"| {p} | {st[p]['median_s']:.3f} | {st[p]['mean_s']:.3f} | "
                      f"{st[p]['p95_s']:.3f} | {1000 * st[p]['median_overhead_s']:.1f} | "
                      f"{r(st[p]['median_s'], st['uncoded']['median_s']):.2f}x | "
                      f"{r(st[p]['median_s'], st['speculative']['median_s']):.2f}x |")
-    lines += ["", "Simulator on the same plans and trace (mean step time, sim / runtime): " + ", ".join(
+    lines += ["", "Simulator on the same plans and trace (mean step time, "
+                  "sim / runtime): " + ", ".join(
         f"{p} {st[p]['sim_over_runtime_mean']:.2f} (vs dispatch-to-decode "
         f"{st[p]['sim_over_runtime_compute']:.2f})" for p in ("usctec", "uncoded", "speculative",
                                                               "cyclic")) + "."]
@@ -217,19 +221,22 @@ def to_markdown(res) -> str:
               "", "## Persistent speeds spread 1..4x", "",
               "| policy | median step (s) | vs cyclic | vs ideal bound |", "|---|---:|---:|---:|"]
     for p in ("usctec", "cyclic"):
-        lines.append(f"| {p} | {he[p]['median_s']:.3f} | {r(he[p]['median_s'], he['cyclic']['median_s']):.2f}x | "
+        lines.append(f"| {p} | {he[p]['median_s']:.3f} | "
+                     f"{r(he[p]['median_s'], he['cyclic']['median_s']):.2f}x | "
                      f"{r(he[p]['median_s'], he['ideal']['median_s']):.2f}x |")
     lines.append(f"| ideal bound | {he['ideal']['median_s']:.3f} | | 1.00x |")
     lines += ["", f"USCTEC's compute alone (slowest needed worker): "
               f"{he['usctec_compute']['median_s']:.3f} s = "
               f"{he['usctec_compute']['median_s'] / he['ideal']['median_s']:.2f}x the ideal bound.",
               "", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
-              "| policy | median step (s) | vs uncoded | lost steps | joins | leaves | crashes | churn/step |",
+              "| policy | median step (s) | vs uncoded | lost steps | joins | leaves | crashes "
+              "| churn/step |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p in ("usctec", "uncoded"):
         c = ch[p]
-        lines.append(f"| {p} | {c['median_s']:.3f} | {r(c['median_s'], ch['uncoded']['median_s']):.2f}x | "
-                     f"{c['lost_steps']} | {c['joins']} | {c['leaves']} | {c['crashes']} | "
+        lines.append(f"| {p} | {c['median_s']:.3f} | "
+                     f"{r(c['median_s'], ch['uncoded']['median_s']):.2f}x | {c['lost_steps']} | "
+                     f"{c['joins']} | {c['leaves']} | {c['crashes']} | "
                      f"{100 * c['churn_per_step']:.0f}% |")
     return "\n".join(lines) + "\n"
 
@@ -267,7 +274,8 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--cpus", type=int, default=None)

@@ -15,11 +15,11 @@ runtime's deadline 3.0, learning on.  30 steps at ``N <= 1000``, 10 at 10,000 (q
 Each size runs twice on the same trace: with the pure compute model and with the calibrated
 runtime cost (``runtime_cost.json``, ``python -m benchmarks calibrate``; its defaults when
 missing), without its host floor (``host_cpus`` 0: ``N`` machines do not share one host's
-cores; the driver's and the workers' own costs stay).  Per policy: the median step, its ratio to ``dynamic``'s, and the growth of the
-median from the smallest size.  The simulator's own wall time per size is measured (goals:
-``N = 1,000`` for 30 steps under 3 minutes, ``N = 10,000`` for 10 steps under 10 minutes; the
-table says "no" where missed).  Writes ``sim_scale.json`` and ``sim_scale.md``.  Wall times
-on a shared host are noisy.
+cores; the driver's and the workers' own costs stay).  Per policy: the median step, its ratio to
+``dynamic``'s, and the growth of the median from the smallest size.  The simulator's own wall time
+per size is measured (goals: ``N = 1,000`` for 30 steps under 3 minutes, ``N = 10,000`` for 10 steps
+under 10 minutes; the table says "no" where missed).  Writes ``sim_scale.json`` and
+``sim_scale.md``.  Wall times on a shared host are noisy.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ def to_markdown(res) -> str:
         out += [f"## {label}", "", "| x | " + " | ".join(res["policies"]) + " | usctec / uncoded |",
                 "|---:|" + "---:|" * (len(res["policies"]) + 1)]
         for pt in res[key]:
-            out.append(f"| {pt['x']} | " + " | ".join(f"{pt[p]['mean']:.4g}" for p in res["policies"])
+            out.append(f"| {pt['x']} | "
+                       + " | ".join(f"{pt[p]['mean']:.4g}" for p in res["policies"])
                        + f" | {pt['usctec']['mean'] / pt['uncoded']['mean']:.2f} |")
         out.append("")
     return "\n".join(out)

@@ -5,8 +5,8 @@
 For K=6, mu=1/2, N=12, m=60 over GF(65521), each q in 2..6: the communication load counted from
 the packets the scheme actually sends (a multicast once) and the Map latency (the q-th fastest of
 the shifted-exponential draws), beside D(q), L(q), the envelope and the lower bound.  Full runs
-measure on Ray (``ElasticCluster(A, "unified", ...)``, one cluster per q); ``--quick`` measures with the in-process executor and a
-Monte Carlo of the latency model (no Ray).
+measure on Ray (``ElasticCluster(A, "unified", ...)``, one cluster per q); ``--quick`` measures with
+the in-process executor and a Monte Carlo of the latency model (no Ray).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def _on_ray(A, X, F, q: int, time_scale: float = 0.05) -> tuple[float, float]:
 
 def to_markdown(res) -> str:
     out = [f"# Unified scheme: K={res['K']}, mu={res['mu']}, N={res['N']}, m={res['m']}", "",
-           "| q | D(q) | measured latency | L(q) | measured load | envelope | lower bound | measured by |",
+           "| q | D(q) | measured latency | L(q) | measured load | envelope | lower bound "
+           "| measured by |",
            "|---:|---:|---:|---:|---:|---:|---:|---|"]
     for p in res["points"]:
         out.append(f"| {p['q']} | {p['D']:.3f} | {p['measured_latency']:.3f} | {p['L']:.3f} | "

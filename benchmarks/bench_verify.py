@@ -169,21 +169,21 @@ def _markdown(res: dict) -> str:
              f"({res['cpus']} CPUs, {MACHINES} machines, real speed; usctec-auto with L={L}, "
              f"S={S}, unified with mu=1/2, q=4, N=r).  Medians over the steps; `t_verify` is "
              "inside the step time.", "",
-             "| scheme | field | A | r | step, verify off (s) | step, verify on (s) | on / off | t_verify (s) "
-             "| t_verify / step | best t_verify (s) | check alone, best (s) | check alone / "
-             "driver's A @ B | one liar: step (s) | one liar: t_verify (s) | liar caught | "
+             "| scheme | field | A | r | step, verify off (s) | step, verify on (s) | on / off | "
+             "t_verify (s) | t_verify / step | best t_verify (s) | check alone, best (s) | check "
+             "alone / driver's A @ B | one liar: step (s) | one liar: t_verify (s) | liar caught | "
              "recomputed |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in res["fields"]:
         ly = f["lying"]
         lines.append(
-            f"| {f['policy']} | {f['field']} | {f['m']}x{f['n']} | {f['r']} | {f['median_step_off_s']:.4f} | "
-            f"{f['median_step_on_s']:.4f} | {f['step_on_over_off']:.2f} | "
-            f"{f['median_t_verify_s']:.5f} | {100 * f['verify_over_step']:.2f}% | "
-            f"{f['min_t_verify_s']:.5f} | {f['check_alone_s']:.5f} | "
-            f"{f['check_alone_over_local_matmul']:.3f} | {ly['median_t_total_s']:.4f} | "
-            f"{ly['median_t_verify_s']:.4f} | {ly['caught']}/{ly['steps']} | "
-            f"{ly['median_recomputed']:.0f} |")
+            f"| {f['policy']} | {f['field']} | {f['m']}x{f['n']} | {f['r']} | "
+            f"{f['median_step_off_s']:.4f} | {f['median_step_on_s']:.4f} | "
+            f"{f['step_on_over_off']:.2f} | {f['median_t_verify_s']:.5f} | "
+            f"{100 * f['verify_over_step']:.2f}% | {f['min_t_verify_s']:.5f} | "
+            f"{f['check_alone_s']:.5f} | {f['check_alone_over_local_matmul']:.3f} | "
+            f"{ly['median_t_total_s']:.4f} | {ly['median_t_verify_s']:.4f} | "
+            f"{ly['caught']}/{ly['steps']} | {ly['median_recomputed']:.0f} |")
     lines += ["", "Load average (1 min) during the runs: " +
               ", ".join(f"{f['load_average']:.1f}" for f in res["fields"]
                         if f["load_average"] is not None) +

@@ -93,11 +93,13 @@ class RandomChurn:
                 raise ArgumentError(f"random.{name}: a probability in [0, 1], got {v!r}")
         if not (isinstance(self.stragglers, int) and self.stragglers >= 0):
             raise ArgumentError(f"random.stragglers: an int >= 0, got {self.stragglers!r}")
-        if not (isinstance(self.factor, (int, float)) and self.factor >= 1 and math.isfinite(self.factor)):
+        if not (isinstance(self.factor, (int, float)) and self.factor >= 1
+                and math.isfinite(self.factor)):
             raise ArgumentError(f"random.factor: a finite number >= 1, got {self.factor!r}")
         js = tuple(float(x) for x in self.join_speed)
         if len(js) != 2 or not 0 < js[0] <= js[1] or not math.isfinite(js[1]):
-            raise ArgumentError(f"random.join_speed: [low, high] with 0 < low <= high, got {self.join_speed!r}")
+            raise ArgumentError(f"random.join_speed: [low, high] with 0 < low <= high, got "
+                                f"{self.join_speed!r}")
         object.__setattr__(self, "join_speed", js)
         if not 0 < self.join_storage <= 1:
             raise ArgumentError(f"random.join_storage: in (0, 1], got {self.join_storage!r}")
@@ -200,7 +202,8 @@ def parse_churn(doc: Mapping | None) -> ChurnScript:
     if doc is None:
         return ChurnScript()
     if not isinstance(doc, Mapping):
-        raise ArgumentError(f"churn: a mapping with 'events' and/or 'random', got {type(doc).__name__}")
+        raise ArgumentError(f"churn: a mapping with 'events' and/or 'random', got "
+                            f"{type(doc).__name__}")
     unknown = set(doc) - {"events", "random", "seed"}
     if unknown:
         raise ArgumentError(f"churn: unknown keys {sorted(unknown)}; known: events, random, seed")
@@ -294,8 +297,8 @@ def parse_events(doc, where: str = "events") -> StepEvents:
     for i, d in enumerate(docs):
         at = where if len(docs) == 1 and not isinstance(doc, list) else f"{where}[{i}]"
         if not isinstance(d, Mapping):
-            raise ArgumentTypeError(f"{at}: a StepEvents or a mapping such as {{crash: m4, slow: m1, "
-                                    f"factor: 6}}, got {type(d).__name__} {d!r}")
+            raise ArgumentTypeError(f"{at}: a StepEvents or a mapping such as {{crash: m4, slow: "
+                                    f"m1, factor: 6}}, got {type(d).__name__} {d!r}")
         extra = set(d) - set(KINDS) - {"factor"}
         if extra:
             raise ArgumentError(f"{at}: unknown keys {sorted(map(str, extra))}; known: "

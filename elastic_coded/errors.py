@@ -33,8 +33,8 @@ import numpy as np
 
 __all__ = ["ElasticCodedError", "ArgumentError", "ArgumentTypeError", "Unsupported",
            "InternalError", "ClusterError", "Unreachable", "MissingDependency", "NotInvertible",
-           "SingularMatrix", "NotStored", "ConfigError", "PlanError", "BudgetError", "ShortOfMachines",
-           "StepFailed", "VerificationError", "ToleranceExceeded"]
+           "SingularMatrix", "NotStored", "ConfigError", "PlanError", "BudgetError",
+           "ShortOfMachines", "StepFailed", "VerificationError", "ToleranceExceeded"]
 
 
 class ElasticCodedError(Exception):

@@ -66,7 +66,8 @@ def machine_specs(machines, default_storage: float = 1.0, start: int = 0) -> lis
             raise ArgumentError(f"machines: speed of {s.id!r} must be positive and finite, "
                                 f"got {s.speed}")
         if not 0 < s.storage <= 1:
-            raise ArgumentError(f"machines: storage of {s.id!r} must lie in (0, 1], got {s.storage}")
+            raise ArgumentError(f"machines: storage of {s.id!r} must lie in (0, 1], got "
+                                f"{s.storage}")
     ids = [s.id for s in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -77,8 +77,8 @@ class RunOptions:
     left); ``deadline`` (a call still running that many times the median completed call's time
     gets coded backups; ``None``: wait); ``chunk_rows`` (rows per piece a worker reads of an
     ``.npy`` ``A``; ``None``: all its rows at once); ``transpose`` (also store the rows of
-    ``A^T``, for ``A^T`` products: ``rmatvec`` of :meth:`~.runtime.ElasticCluster.as_linear_operator`;
-    the USCTEC family only)."""
+    ``A^T``, for ``A^T`` products: ``rmatvec`` of
+    :meth:`~.runtime.ElasticCluster.as_linear_operator`; the USCTEC family only)."""
 
     time_scale: float = 0.0
     seed: int = 0

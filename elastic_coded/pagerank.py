@@ -189,8 +189,8 @@ def pagerank(matvec: Callable[[np.ndarray], np.ndarray], n: int, dangling,
         nxt = pagerank_update(matvec(r), r, dangling, d)
         total = nxt.sum()
         if not (np.isfinite(total) and total > 0):
-            raise ArgumentError(f"matvec: gave ranks summing to {float(total)!r} at iteration {it}, "
-                                "must be finite and > 0")
+            raise ArgumentError(f"matvec: gave ranks summing to {float(total)!r} at iteration "
+                                f"{it}, must be finite and > 0")
         nxt /= total
         res.append(float(np.abs(nxt - r).sum()))
         r = nxt

@@ -110,9 +110,9 @@ def main() -> None:
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print("Times in model units, all masters decoded: t* = max_m t*_m of the plan's integer "
-          "loads;\nmeasured = wall time / time unit; model = slowest drawn task of each step; Monte Carlo "
-          "= simulate (no re-dispatch:\na probabilistic trial where too few workers draw a "
-          "master never finishes, and is left out of the mean).")
+          "loads;\nmeasured = wall time / time unit; model = slowest drawn task of each step; "
+          "Monte Carlo = simulate (no re-dispatch:\na probabilistic trial where too few workers "
+          "draw a master never finishes, and is left out of the mean).")
     by = {r["method"]: r for r in rows}
     best = by["iterated_greedy"]["mc"]
     for base, paper in PAPER.items():

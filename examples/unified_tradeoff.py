@@ -2,7 +2,8 @@
 
 K = 6 machines each store half of A (m = 60 rows, over GF(65521)); N = 12 inputs per step.  For
 each q (wait for the fastest q servers) a cluster of the one runtime (``ElasticCluster(A,
-"unified", mu=, q=, N=)``) stores A designed for that q and runs a few steps.  The table puts beside the theory:
+"unified", mu=, q=, N=)``) stores A designed for that q and runs a few steps.  The table puts beside
+the theory:
 
 * Map latency, in time units: the theory's mean D(q); the mean over the steps of the q-th
   smallest drawn latency (the latency model's own draw); and the mean measured wall time to the

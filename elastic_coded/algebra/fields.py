@@ -142,7 +142,8 @@ class RealField(Field):
             return _sparse.as_field_sparse(self, x, name)
         arr = np.asarray(x)
         if arr.dtype.kind not in "biuf":
-            raise ArgumentTypeError(f"{name}: real field needs a numeric array, got dtype {arr.dtype}")
+            raise ArgumentTypeError(f"{name}: real field needs a numeric array, got dtype "
+                                    f"{arr.dtype}")
         arr = arr.astype(np.float64, copy=False)
         if not np.all(np.isfinite(arr)):
             raise ArgumentError(f"{name}: real field values must be finite (found NaN or inf)")
@@ -280,7 +281,8 @@ class BinaryExtField(Field):
 
     def points(self, count):
         if count > self.order:
-            raise ArgumentError(f"count: {self.name} has only {self.order} elements, asked for {count}")
+            raise ArgumentError(f"count: {self.name} has only {self.order} elements, asked for "
+                                f"{count}")
         return np.arange(count, dtype=np.int64)
 
     def _wrap(self, x):
@@ -312,7 +314,8 @@ class BinaryExtField(Field):
 
 def _solve_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     """Solve ``a x = b`` over GF(p), ``p < 2^31`` (:meth:`PrimeField.solve`); a singular ``a``
-    raises :class:`~elastic_coded.errors.SingularMatrix` (a ``numpy.linalg.LinAlgError``), as ``numpy.linalg.solve`` does."""
+    raises :class:`~elastic_coded.errors.SingularMatrix` (a ``numpy.linalg.LinAlgError``), as
+    ``numpy.linalg.solve`` does."""
     n = a.shape[0] if a.ndim == 2 else -1
     if n < 0 or a.shape[1] != n or b.shape[0] != n or b.ndim not in (1, 2):
         raise ArgumentError(f"solve: needs a square a and b with as many rows, got shapes "
@@ -343,7 +346,8 @@ def _finite_field_array(F, x, name: str) -> np.ndarray:
         try:
             big = [int(v) for v in arr.ravel()]
         except (TypeError, ValueError):
-            raise ArgumentTypeError(f"{name}: {F.name} needs integer values, got dtype object") from None
+            raise ArgumentTypeError(f"{name}: {F.name} needs integer values, "
+                                    "got dtype object") from None
         bad = [v for v in big if not 0 <= v < F.order]
         if bad:
             raise ArgumentError(f"{name}: values must lie in [0, {F.order}) for {F.name}; "
@@ -399,7 +403,8 @@ def _field(spec: Any) -> Field:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         return PrimeField(int(spec))
     if not isinstance(spec, str):
-        raise ArgumentTypeError(f"field: expected a str, int or Field, got {type(spec).__name__} {spec!r}")
+        raise ArgumentTypeError(f"field: expected a str, int or Field, got {type(spec).__name__} "
+                                f"{spec!r}")
     s = spec.strip().lower().replace(" ", "")
     if s in ("real", "reals", "float64", "r"):
         return RealField()

@@ -188,7 +188,8 @@ class LagrangeCode:
         v, r = B.shape
         if r % (self.L * self.width):
             raise ArgumentError(f"B: its {r} columns must be divisible by L={self.L}"
-                                + (f" times {self.width} (a complex code)" if self.width > 1 else ""))
+                                + (f" times {self.width} (a complex code)" if self.width > 1
+                                   else ""))
         c = r // self.L
         blocks = B.reshape(v, self.L, c).transpose(1, 0, 2)  # (L, v, c)
         E = self.encode_matrix if positions is None else self.encode_matrix[list(positions)]
@@ -220,7 +221,7 @@ class LagrangeCode:
         out[:, :, 0::2], out[:, :, 1::2] = w.real, w.imag
         return out
 
-    # -- conditioning (real field) ------------------------------------------------------------------
+    # -- conditioning (real field) -----------------------------------------------------------------
     def conditions(self, patterns) -> np.ndarray:
         """:meth:`decode_condition` of every row of ``patterns`` (``(N, L)`` positions)."""
         if self.generator is not None:

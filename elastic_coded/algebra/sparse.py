@@ -44,9 +44,9 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
         raise ArgumentError(f"{name}: a sparse matrix must be 2-D, got {x.ndim}-D shape {x.shape}")
     kind = x.dtype.kind
     if kind == "c":
-        raise ArgumentTypeError(f"{name}: complex sparse matrices are not supported (dtype {x.dtype}); "
-                                f"the fields are the reals and GF(p): pass the real and imaginary "
-                                f"parts as two matrices")
+        raise ArgumentTypeError(f"{name}: complex sparse matrices are not supported (dtype "
+                                f"{x.dtype}); the fields are the reals and GF(p): pass the real "
+                                f"and imaginary parts as two matrices")
     if kind not in "biuf":
         raise ArgumentTypeError(f"{name}: a sparse matrix needs a numeric dtype, got {x.dtype}")
     if not getattr(F, "exact", False):
@@ -54,8 +54,8 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
     elif hasattr(F, "p"):
         data_dtype = np.int64
     else:
-        raise ArgumentTypeError(f"{name}: sparse matrices are supported over the reals and GF(p), not "
-                                f"{F.name}; use field 'real' or 'gf(p)', or pass A dense")
+        raise ArgumentTypeError(f"{name}: sparse matrices are supported over the reals and GF(p), "
+                                f"not {F.name}; use field 'real' or 'gf(p)', or pass A dense")
     A = sp.csr_array(x, copy=True)
     A.sum_duplicates()
     if data_dtype is np.float64:

@@ -74,8 +74,8 @@ from .fields import field as make_field
 from .lagrange import LagrangeCode
 from .mds import MDSCode
 
-__all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece", "Located",
-           "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
+__all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece",
+           "Located", "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
 
 FALSE_ACCEPT = 1e-9  # target false-accept probability of a check in a finite field
 DEFAULT_TOLERANCE = 1e-9
@@ -134,7 +134,8 @@ class Sketch:
 
     def __repr__(self) -> str:
         m, n = self.shape
-        return f"<Sketch: t={self.t} of a {m} x {n} matrix over {self.field.name}, block {self.block}>"
+        return (f"<Sketch: t={self.t} of a {m} x {n} matrix over {self.field.name}, "
+                f"block {self.block}>")
 
 
 def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
@@ -347,7 +348,8 @@ def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.n
     a, b = _rows(sketch, rows)
     decoded = np.asarray(decoded)
     if decoded.shape != (code.L, b - a, c1 - c0):
-        raise ArgumentError(f"decoded: must have shape {(code.L, b - a, c1 - c0)}, got {decoded.shape}")
+        raise ArgumentError(f"decoded: must have shape {(code.L, b - a, c1 - c0)}, got "
+                            f"{decoded.shape}")
     Bp = B.reshape(B.shape[0], code.L, c)[:, :, c0:c1].reshape(B.shape[0], -1)
     Yp = decoded.transpose(1, 0, 2).reshape(b - a, -1)
     if F.exact:
@@ -383,7 +385,8 @@ def locate_lagrange(code: LagrangeCode, results: Mapping[int, np.ndarray], *,
     decode from the others (module docstring)."""
     positions = [int(p) for p in results]
     if len(set(positions)) != len(positions) or any(not 0 <= p < code.K for p in positions):
-        raise ArgumentError(f"results: positions must be distinct in 0..{code.K - 1}, got {positions}")
+        raise ArgumentError(f"results: positions must be distinct in 0..{code.K - 1}, got "
+                            f"{positions}")
     shape = np.asarray(results[positions[0]]).shape
     flat = _stack(code.field, [results[p] for p in positions], shape, "results")
     pts = np.asarray(code.alphas)[positions] if code.generator is None else None
@@ -409,7 +412,8 @@ def locate_mds(code: MDSCode, indices: Sequence[int], coded: np.ndarray, *,
         raise ArgumentError(f"indices: must be distinct in 0..{code.n - 1}, got {idx}")
     coded = np.asarray(coded)
     if coded.ndim < 1 or coded.shape[0] != len(idx):
-        raise ArgumentError(f"coded: needs {len(idx)} rows (one per index), got shape {coded.shape}")
+        raise ArgumentError(f"coded: needs {len(idx)} rows (one per index), got shape "
+                            f"{coded.shape}")
     flat = _stack(F, list(coded), coded.shape[1:], "coded")
     if F.exact:
         pts, mult = _grs_form(code)
@@ -430,8 +434,8 @@ def _stack(F: Field, arrays, shape, name: str) -> np.ndarray:
     for i, h in enumerate(arrays):
         h = F.asarray(h, name)
         if h.shape != tuple(shape):
-            raise ArgumentError(f"{name}: every entry must have shape {tuple(shape)}; entry {i} has "
-                                f"{h.shape}")
+            raise ArgumentError(f"{name}: every entry must have shape {tuple(shape)}; entry {i} "
+                                f"has {h.shape}")
         out.append(h.reshape(-1))
     return np.stack(out)
 
@@ -480,7 +484,8 @@ def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> 
     total = sum(math.comb(n, e) for e in range(f + 1))
     if total > REAL_SEARCH_LIMIT:
         raise ArgumentError(f"max_faults: {f} among {n} results means {total} candidate sets, more "
-                            f"than the real-field search's limit {REAL_SEARCH_LIMIT}; pass a smaller one")
+                            f"than the real-field search's limit {REAL_SEARCH_LIMIT}; "
+                            "pass a smaller one")
     for e in range(f + 1):
         combos = list(itertools.combinations(range(n), e))
         X = np.asarray(combos, dtype=np.int64).reshape(len(combos), e)

@@ -28,7 +28,8 @@ def _input(F, x, name: str, rows: int) -> np.ndarray:
     """``x`` as a 1-D or 2-D array of ``F``'s values."""
     if x is None or isinstance(x, (str, bytes, Mapping, set)):
         raise ArgumentTypeError(f"{name}: an array (a vector, or a matrix of input columns) of "
-                                f"{F.name} values with {rows} rows, got {type(x).__name__} {x!r:.60}")
+                                f"{F.name} values with {rows} rows, got {type(x).__name__} "
+                                f"{x!r:.60}")
     try:
         arr = F.asarray(x, name)
     except ValueError as exc:

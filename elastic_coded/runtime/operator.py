@@ -72,10 +72,10 @@ def start_transposed(cluster, args: dict):
     its reports in memory only (the report file, if any, is ``cluster``'s)."""
     check_transpose(cluster.policy, cluster._fam.takes_LS)
     report = replace(args["report"], file=None)
-    return type(cluster)(transpose_of(cluster._loaded), args["policy"], args["machines"], L=cluster.L, S=cluster.S,
-                         field=cluster.F, churn=args["churn"], options=cluster.options,
-                         run=replace(args["run"], transpose=False), verify=args["verify"], ray=args["ray"],
-                         report=report)
+    return type(cluster)(transpose_of(cluster._loaded), args["policy"], args["machines"],
+                         L=cluster.L, S=cluster.S, field=cluster.F, churn=args["churn"],
+                         options=cluster.options, run=replace(args["run"], transpose=False),
+                         verify=args["verify"], ray=args["ray"], report=report)
 
 
 def check_transpose(policy: str, takes_LS: bool) -> None:

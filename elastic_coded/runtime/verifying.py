@@ -38,9 +38,10 @@ Reduce's decodes (:mod:`.verify_unified`; an estimate above ``m = 64``).  Above 
 lie smaller than the check can see passes it (an honest product must always pass, so the check
 allows for the worst honest error in every direction), and may exceed ``error_bound``.
 ``verified_error_bound`` holds whatever the machines did: the residual of the check that accepted
-the product bounds ``||U E||``, and so ``||E||`` (:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`,
-failing with probability about ``1e-13``); it is at least ``error_bound`` and, from the
-check's own rounding, typically 100-3000x above it.
+the product bounds ``||U E||``, and so ``||E||``
+(:meth:`~elastic_coded.algebra.verify.CheckResult.accepted_error`, failing with probability about
+``1e-13``); it is at least ``error_bound`` and, from the check's own rounding, typically 100-3000x
+above it.
 """
 
 from __future__ import annotations

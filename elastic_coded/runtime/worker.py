@@ -1,8 +1,8 @@
 """One machine of the cluster, for every scheme: it holds row ranges of *sources* (``A``, or a
-coded matrix built from it) and multiplies them by a step's inputs (:class:`~elastic_coded.schemes.wire.Call`).
-A :class:`Machine` lives in a worker process (:class:`~.hosting.Worker`, a Ray actor) with at
-most ``machines_per_process`` others; the driver and controller reach it through a
-:class:`~.hosting.MachineHandle`.
+coded matrix built from it) and multiplies them by a step's inputs
+(:class:`~elastic_coded.schemes.wire.Call`). A :class:`Machine` lives in a worker process
+(:class:`~.hosting.Worker`, a Ray actor) with at most ``machines_per_process`` others; the driver
+and controller reach it through a :class:`~.hosting.MachineHandle`.
 
 For the unified framework it also keeps a Map result between the phases of a step and builds,
 receives and reduces coded-multicast packets with the pure functions of
@@ -147,7 +147,8 @@ class Machine:
                     parts.append(take_rows(ch, lo - s0, hi - s0))
             rows = stack_rows(parts)
             if rows.shape[0] != b - a:
-                raise ArgumentError(f"store: rows {a}:{b} of {source} not covered by the chunks sent")
+                raise ArgumentError(f"store: rows {a}:{b} of {source} not covered by the "
+                                    "chunks sent")
             self.stores.setdefault(source, []).append((a, b, self.F.asarray(rows, "A")))
         self._merge(source)
         await self._warm_up()

@@ -42,7 +42,8 @@ def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, d
     view = Y.reshape(plan.num_rows, L, num_cols)
     missing = [pi for pi in range(len(plan.pieces)) if pi not in decoded]
     if missing:
-        raise ArgumentError(f"decoded: pieces {missing[:5]} were not decoded; refusing a partial result")
+        raise ArgumentError(f"decoded: pieces {missing[:5]} were not decoded; refusing a "
+                            "partial result")
     for pi, piece, group in plan.iter_pieces():
         a, b = group.rows
         c0, c1 = (0, num_cols) if piece.cols is None else piece.cols
@@ -62,7 +63,8 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
     if A.shape[0] != plan.num_rows:
         raise ArgumentError(f"A: has {A.shape[0]} rows, the plan {plan.num_rows}")
     if A.shape[1] != B.shape[0]:
-        raise ArgumentError(f"B: shape {B.shape} does not fit A {A.shape} (A.shape[1] == B.shape[0])")
+        raise ArgumentError(f"B: shape {B.shape} does not fit A {A.shape} (A.shape[1] == "
+                            f"B.shape[0])")
     r = B.shape[1]
     pad = (-r) % (plan.L * code.width)  # zero columns, as the runtime adds them
     if pad:
@@ -73,13 +75,15 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
     for pi, piece, group in plan.iter_pieces():
         lost = drop.get(pi, set())
         if len(lost) > plan.S:
-            raise ArgumentError(f"drop: piece {pi} loses {len(lost)} results, more than S = {plan.S}")
+            raise ArgumentError(f"drop: piece {pi} loses {len(lost)} results, more than S = "
+                                f"{plan.S}")
         a, b = group.rows
         results = {}
         for pos in range(plan.K):
             if pos in lost:
                 continue
-            results[pos] = compute_task(F, A[a:b], coded[pos], Task(pi, pos, group.rows, piece.cols))
+            results[pos] = compute_task(F, A[a:b], coded[pos],
+                                        Task(pi, pos, group.rows, piece.cols))
             if len(results) == plan.L:
                 break
         decoded[pi] = decode_piece(code, results)

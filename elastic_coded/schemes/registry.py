@@ -19,7 +19,8 @@ from ..errors import ArgumentError, ArgumentTypeError
 __all__ = ["Policy", "REGISTRY", "FAMILIES", "register_policy", "unregister_policy", "policy_of",
            "added_policies",
            "get_policy", "usctec_plan",
-           "uncoded_plan", "cyclic_plan", "proportional_plan", "usctec_pull_plan", "usctec_auto_plan",
+           "uncoded_plan", "cyclic_plan", "proportional_plan", "usctec_pull_plan",
+           "usctec_auto_plan",
            "dynamic_plan",
            "ideal_time", "step_code"]
 
@@ -224,5 +225,6 @@ def get_policy(name: str) -> Callable:
     p = policy_of(name)
     if p.plan is None:
         raise ArgumentError(f"policy: {name!r} stores for {p.family} and has no plan function; "
-                            f"the USCTEC family's: {sorted(n for n, q in REGISTRY.items() if q.plan)}")
+                            f"the USCTEC family's: "
+                            f"{sorted(n for n, q in REGISTRY.items() if q.plan)}")
     return p.plan

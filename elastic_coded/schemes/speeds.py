@@ -57,7 +57,8 @@ class SpeedEstimate:
         if not w:
             raise ArgumentError("window: must hold at least one observation, got ()")
         if len(w) > self.size:
-            raise ArgumentError(f"window: holds {len(w)} observations, more than size = {self.size}")
+            raise ArgumentError(f"window: holds {len(w)} observations, more than size = "
+                                f"{self.size}")
         object.__setattr__(self, "window", w)
 
     @property
@@ -67,7 +68,8 @@ class SpeedEstimate:
         return w[len(w) // 2]
 
     def __repr__(self) -> str:
-        return f"SpeedEstimate(speed={self.speed:.6g}, window={list(self.window)}, size={self.size})"
+        return (f"SpeedEstimate(speed={self.speed:.6g}, window={list(self.window)}, "
+                f"size={self.size})")
 
 
 def new_estimate(initial_speed, size: int = 5) -> SpeedEstimate:

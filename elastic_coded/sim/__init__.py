@@ -65,7 +65,8 @@ from .unified import UnifiedVariant, map_time
 from .variants import BOUNDS, SCHEMES, VARIANTS, Variant
 
 __all__ = [
-    "simulate", "SimResult", "RuntimeCost", "pull_step", "PullOutcome", "Variant", "VARIANTS", "BOUNDS", "SCHEMES", "summarize_times",
+    "simulate", "SimResult", "RuntimeCost", "pull_step", "PullOutcome", "Variant", "VARIANTS",
+    "BOUNDS", "SCHEMES", "summarize_times",
     "UnifiedVariant", "UnifiedOptions", "map_time",
     "HeteroVariant", "HeteroOptions", "hetero_step", "hetero_lower_bound",
     "Trace", "make_trace",

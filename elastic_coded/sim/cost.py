@@ -148,7 +148,8 @@ class RuntimeCost:
         known = {f.name for f in fields(cls)}
         bad = sorted(set(data) - known)
         if bad:
-            raise ArgumentError(f"cost: {bad} are not fields of RuntimeCost; known: {sorted(known)}")
+            raise ArgumentError(f"cost: {bad} are not fields of RuntimeCost; known: "
+                                f"{sorted(known)}")
         return cls(**dict(data))
 
     @classmethod

@@ -151,10 +151,11 @@ def _aligned(values, avail: tuple, name: str, default: float | None) -> np.ndarr
     else:
         arr = np.asarray(values, dtype=np.float64).reshape(-1)
         if arr.size != len(avail):
-            raise ArgumentError(f"{name}: expected {len(avail)} values (one per available machine), "
-                                f"got {arr.size}")
+            raise ArgumentError(f"{name}: expected {len(avail)} values (one per available "
+                                f"machine), got {arr.size}")
     if not np.all(np.isfinite(arr) & (arr > 0)):
-        raise ArgumentError(f"{name}: every value must be positive and finite, got {arr.tolist()[:8]}")
+        raise ArgumentError(f"{name}: every value must be positive and finite, got "
+                            f"{arr.tolist()[:8]}")
     return arr
 
 
@@ -366,7 +367,8 @@ def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_
     crashed = set(crashed or ())
     unknown = crashed - set(avail)
     if unknown:
-        raise ArgumentError(f"crashed: machines {sorted(map(str, unknown))[:5]} are not in the plan")
+        raise ArgumentError(f"crashed: machines {sorted(map(str, unknown))[:5]} "
+                            "are not in the plan")
     if not (time_scale > 0 and math.isfinite(time_scale)):
         raise ArgumentError(f"time_scale: positive and finite, got {time_scale!r}")
     if not 0 <= crash_at <= 1:

@@ -70,7 +70,8 @@ def _shape(steps, N) -> tuple[int, int]:
 def check_model(model, name: str = "model"):
     """``model`` must have a ``sample(rng, steps, N)`` method."""
     if not callable(getattr(model, "sample", None)):
-        raise ArgumentTypeError(f"{name}: a model with sample(rng, steps, N), got {type(model).__name__}")
+        raise ArgumentTypeError(f"{name}: a model with sample(rng, steps, N), got "
+                                f"{type(model).__name__}")
     return model
 
 
@@ -195,7 +196,8 @@ class SlowSpells:
         d = tuple(self.duration)
         if (len(d) != 2 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
                                    for x in d) or not 1 <= d[0] <= d[1]):
-            raise ArgumentError(f"duration: (lo, hi) ints with 1 <= lo <= hi, got {self.duration!r}")
+            raise ArgumentError(f"duration: (lo, hi) ints with 1 <= lo <= hi, got "
+                                f"{self.duration!r}")
         object.__setattr__(self, "duration", (int(d[0]), int(d[1])))
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
@@ -231,7 +233,8 @@ class TraceDelays:
         if v.ndim == 1:
             v = v[:, None]
         if v.ndim != 2 or v.size == 0:
-            raise ArgumentError(f"values: a non-empty (steps x machines) array, got shape {v.shape}")
+            raise ArgumentError(f"values: a non-empty (steps x machines) array, got shape "
+                                f"{v.shape}")
         if not np.all(np.isfinite(v)) or np.any(v <= 0):
             raise ArgumentError("values: every slowdown factor must be positive and finite")
         v.setflags(write=False)

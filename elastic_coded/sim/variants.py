@@ -29,8 +29,8 @@ class Variant:
     """A policy as the simulator runs it: a plan function (a registry name or a callable
     ``(placement, available, speeds, L, S) -> StepPlan``) on a placement kind (``"cyclic"`` or
     ``"design"``), optionally with speculative backups (uncoded split only; a registry policy
-    with a ``speculation`` in the registry gets them by default, with its multiplier) and its own learning
-    switch (``None``: the simulation's)."""
+    with a ``speculation`` in the registry gets them by default, with its multiplier) and its own
+    learning switch (``None``: the simulation's)."""
 
     name: str
     plan: object = "usctec"

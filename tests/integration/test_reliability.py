@@ -41,7 +41,8 @@ def data():
     ({"machines": [{"id": "a"}, {"id": "a"}, {"id": "b"}]}, ValueError,
      r"^machines: ids must be distinct, \['a'\]"),
     ({"machines": None}, ValueError, r"^machines: a count, a list"),
-    ({"storage": "0.5"}, ValueError, r"^storage: '0.5' must be a number in \(0, 1\] \(the default storage budget\)"),
+    ({"storage": "0.5"}, ValueError, r"^storage: '0.5' must be a number in \(0, 1\] \(the default "
+                                     r"storage budget\)"),
     ({"field": "gf(3)"}, ValueError, r"^L, S: L=2, S=1 need L\+S\+L = 5 distinct points .* "
                                      r"GF\(3\) has only 3 elements"),
     ({"field": "gf(7)", "L": 40, "S": 20, "machines": 60}, ValueError,
@@ -141,7 +142,8 @@ def test_allow_lower_S_covers_a_storage_shortfall(ray_session):
             c.remove_machine("m0")
             c.remove_machine("m1")
             if not allow:
-                with pytest.raises(ShortOfMachines, match=r"^storage: .* hold every row only L\+0 times"):
+                with pytest.raises(ShortOfMachines, match=r"^storage: .* hold every row only L\+0 "
+                                                          r"times"):
                     c.multiply(B)
                 c.add_machines([{"id": "n0", "storage": 1.0}, {"id": "n1", "storage": 1.0}])
                 exact(c, A, B)

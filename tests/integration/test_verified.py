@@ -152,6 +152,7 @@ def test_unified_catches_a_liar_and_repairs_from_map_results_that_check(ray_sess
         assert r.caught == (liar,) and r.repaired
         if not R.exact:
             assert r.condition >= 1 and r.relative_error_bound < 1e-6
-        with pytest.raises(VerificationError, match="coded rows (it needs check|that check do not decode)"):
+        with pytest.raises(VerificationError, match="coded rows (it needs check|that check do not "
+                                                    "decode)"):
             c.multiply(X, events=StepEvents(corrupt=tuple(IDS)))
         assert good(c.multiply(X, events=StepEvents()))  # a failed step changed nothing

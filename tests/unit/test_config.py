@@ -34,7 +34,8 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
     ({"policy": "unified", "options": {"mu": "x"}}, r"'options': mu: 'x' is not a storage"),
     ({"policy": "unified", "options": {"K": 3}}, r"'options': options: \['K'\] are not options"),
     ({"policy": "unified", "options": [1]}, r"'options': \[1\] must be a mapping"),
-    ({"policy": "usctec", "options": {"mu": 1}}, r"are not options of policy 'usctec'; known: \['units', 'chunks', 'depth', 'call_cost_s'\]"),
+    ({"policy": "usctec", "options": {"mu": 1}}, r"are not options of policy 'usctec'; known: "
+                                                 r"\['units', 'chunks', 'depth', 'call_cost_s'\]"),
     ({"policy": "hetero"}, r"'masters': None must be a non-empty list of \{rows, cols\}"),
     ({"policy": "hetero", "masters": [{"rows": 0, "cols": 3}]}, r"'masters\[0\]'|'rows': 0"),
     ({"policy": "unified", "masters": [{"rows": 3, "cols": 3}]}, r"is only for policy 'hetero'"),
@@ -54,7 +55,8 @@ BASE = {"job": "matmul", "field": "gf(p)", "machines": 8}
     ({"time_scale": -1}, r"'time_scale': -1 must be finite and >= 0"),
     ({"run": {"deadline": 0.5}}, r"'run.deadline': 0.5 must be a number >= 1 .* or None"),
     ({"run": {"speed": 1}}, r"'run': \{'speed': 1\} has unknown keys \['speed'\]"),
-    ({"time_scale": 0.1, "run": {"time_scale": 0.2}}, r"'time_scale': 0.1 is also set as run.time_scale"),
+    ({"time_scale": 0.1, "run": {"time_scale": 0.2}}, r"'time_scale': 0.1 is also set as "
+                                                      r"run.time_scale"),
     ({"report": {"window": 0}}, r"'report.window': 0 must be an int >= 1 or None"),
     ({"ray": {"ping_timeout": 0}}, r"'ray.ping_timeout': 0 must be a number > 0"),
     ({"storage": 1.5}, r"'storage': 1.5 must be a number in \(0, 1\]"),

@@ -294,8 +294,9 @@ UNIFIED_NAMES = [
     "MuLike", "LoadBreakdown", "TradeoffPoint", "Tradeoff", "StorageDesign", "Segment",
     "Transmission", "ShufflePlan", "RunResult", "as_mu", "load_breakdown", "latency_load",
     "lower_bound", "tradeoff", "rows_multiple", "storage_design", "encode_storage", "map_compute",
-    "decoding_rows", "decode_condition", "reduce_assignment", "shuffle_plan", "check_shuffle_plan", "encode_packet", "decode_packet",
-    "receive_packet", "reduce_outputs", "reduce_server", "reduce_groups", "received_rows", "run_in_process", "simulate_map_latency",
+    "decoding_rows", "decode_condition", "reduce_assignment", "shuffle_plan", "check_shuffle_plan",
+    "encode_packet", "decode_packet", "receive_packet", "reduce_outputs", "reduce_server",
+    "reduce_groups", "received_rows", "run_in_process", "simulate_map_latency",
     "sample_map_latencies", "plot_tradeoff"]
 
 
@@ -316,8 +317,8 @@ def test_schemes_module_does_not_import_ray():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-@pytest.mark.parametrize("K, mu, q, N, Q", [(6, "1/2", 4, 4, (0, 2, 3, 5)), (4, "1/2", 2, 4, (1, 3)),
-                                            (6, "1/3", 3, 6, (0, 1, 4))])
+@pytest.mark.parametrize("K, mu, q, N, Q", [(6, "1/2", 4, 4, (0, 2, 3, 5)),
+                                            (4, "1/2", 2, 4, (1, 3)), (6, "1/3", 3, 6, (0, 1, 4))])
 def test_reduce_groups_name_m_distinct_rows_the_shuffle_delivers_for_every_output(K, mu, q, N, Q):
     """Each output of a fastest server is decoded from ``m`` distinct coded rows: its own rows
     first, the rest among those the Shuffle sends it; every output is in exactly one group."""
@@ -329,7 +330,8 @@ def test_reduce_groups_name_m_distinct_rows_the_shuffle_delivers_for_every_outpu
     for k in Q:
         got = received_rows(plan, k)
         groups = reduce_groups(d, plan, k)
-        assert sorted(c for cs in groups.values() for c in cs) == list(range(len(plan.outputs_of(k))))
+        assert (sorted(c for cs in groups.values() for c in cs)
+                == list(range(len(plan.outputs_of(k)))))
         own = set(d.server_rows[k])
         for rows, cols in groups.items():
             assert len(rows) == len(set(rows)) == d.m

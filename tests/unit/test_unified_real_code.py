@@ -139,8 +139,8 @@ def test_select_completes_a_decode_and_beats_the_first_rows():
 
 @pytest.mark.parametrize("K, mu, q, m", CASES)
 def test_any_q_fastest_servers_decode_within_their_bound(K, mu, q, m):
-    """Sets Q of fastest servers (all of them up to 30): a valid plan, lane-balanced decode rows, the load of
-    the theory, and outputs within each decode's bound and 1e-9."""
+    """Sets Q of fastest servers (all of them up to 30): a valid plan, lane-balanced decode rows,
+    the load of the theory, and outputs within each decode's bound and 1e-9."""
     N = q
     rng = np.random.default_rng(K * 100 + q)
     A, X = rng.standard_normal((m, 4)), rng.standard_normal((4, N))

@@ -54,7 +54,7 @@ def test_water_filling_with_caps():
     assert c == pytest.approx(2.5 / 3)
 
 
-# --- water-filling on widely spread speeds ---------------------------------------------------------
+# --- water-filling on widely spread speeds --------------------------------------------------------
 def test_water_filling_does_not_cancel():
     """A running subtraction of speeds lost 1e-8 of the free speed here, so theta missed L+S
     and the filling refused it."""
@@ -68,7 +68,8 @@ def test_water_filling_does_not_cancel():
     validate(plan_step(pl, range(3), [1e4, 1.234e-4, 2.345e-4], 1, 1), pl)
 
 
-spread_st = st.lists(st.floats(-5, 5), min_size=1, max_size=30).map(lambda e: [10.0 ** x for x in e])
+spread_st = st.lists(st.floats(-5, 5), min_size=1, max_size=30).map(
+    lambda e: [10.0 ** x for x in e])
 
 
 @given(exps=spread_st, L=st.integers(1, 6), S=st.integers(0, 4), capped=st.booleans(),
@@ -184,7 +185,8 @@ def scenarios(draw):
         pl = cyclic_placement(rows, range(N), L, S)
     elif kind == "full":
         pl = Placement(rows, tuple(range(N)), (1.0,) * N,
-                       (RowBlock(0, rows // 2, tuple(range(N))), RowBlock(rows // 2, rows, tuple(range(N)))))
+                       (RowBlock(0, rows // 2, tuple(range(N))),
+                        RowBlock(rows // 2, rows, tuple(range(N)))))
     else:
         budgets = np.clip(rng.uniform(min(1.0, (K + 1) / N), 1.0, N), 0, 1)
         pl = design_placement(rows, range(N), budgets, SpeedModel(tuple(base), 0.2), L, S,
@@ -226,7 +228,7 @@ def test_every_plan_decodes_exactly_under_any_stragglers(sc, seed):
     assert np.array_equal(run_step(A, B, plan, F, drop), F.matmul(A, B))
 
 
-# --- end to end in both fields ----------------------------------------------------------------------
+# --- end to end in both fields --------------------------------------------------------------------
 @pytest.mark.parametrize("L, S", [(1, 0), (2, 1), (4, 2), (8, 4)])
 @pytest.mark.parametrize("spec", ["real", "gf(2147483647)", "gf(2^8)"])
 def test_end_to_end(spec, L, S):
@@ -257,7 +259,7 @@ def test_too_many_stragglers_refused():
         run_step(A, B, plan, F, {0: [0, 1]})
 
 
-# --- validation catches every constraint ----------------------------------------------------------------
+# --- validation catches every constraint ----------------------------------------------------------
 @pytest.fixture
 def small_plan():
     pl = cyclic_placement(40, 6, 2, 1)
@@ -269,7 +271,8 @@ def test_validate_catches_each_constraint(small_plan):
     validate(plan, pl)
     g0 = plan.groups[0]
     # (9c) a gap in the rows
-    bad = dataclasses.replace(plan, groups=(dataclasses.replace(g0, rows=(g0.rows[0] + 1, g0.rows[1])),)
+    bad = dataclasses.replace(plan,
+                              groups=(dataclasses.replace(g0, rows=(g0.rows[0] + 1, g0.rows[1])),)
                               + plan.groups[1:])
     with pytest.raises(PlanError, match=r"\(9c\)"):
         validate(bad, pl)
@@ -288,7 +291,8 @@ def test_validate_catches_each_constraint(small_plan):
     with pytest.raises(PlanError, match=r"\(9e\)"):
         validate(bad, pl)
     # (9e) P not within U
-    bad = dataclasses.replace(plan, pieces=(dataclasses.replace(p0, machines=swapped),) + plan.pieces[1:])
+    bad = dataclasses.replace(plan, pieces=(dataclasses.replace(p0, machines=swapped),)
+                              + plan.pieces[1:])
     with pytest.raises(PlanError, match=r"\(9e\)"):
         validate(bad, pl)
     # (9d) a group without its piece
@@ -301,7 +305,7 @@ def test_validate_catches_each_constraint(small_plan):
         validate(plan, tight)
 
 
-# --- bad input -----------------------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("call, match", [
     (lambda: optimal_load([1, -1, 2], 1, 1), r"speeds\[1\] = -1"),
     (lambda: optimal_load([1, np.inf, 2], 1, 1), "positive and finite"),
@@ -339,7 +343,7 @@ def test_r_not_divisible_by_L_gets_zero_columns(spec):
     assert np.array_equal(Y, F.matmul(A, B)) if F.exact else relative_error(Y, A @ B) <= 1e-12
 
 
-# --- placements ---------------------------------------------------------------------------------------------
+# --- placements -----------------------------------------------------------------------------------
 def test_cyclic_placement_structure():
     pl = cyclic_placement(100, 10, 3, 1)
     assert len(pl.blocks) == 10 and pl.min_replication() == pl.max_replication() == 4
@@ -420,7 +424,8 @@ def test_repair_rebalances_when_the_greedy_is_stuck():
     assert new.min_replication() == 3
     for m in present:
         assert new.stored_rows(m) <= {"new": 30}.get(m, 54)
-    deficit = sum(max(0, 3 - h) * blk.size for blk, h in zip(pl.blocks, pl.holders_present(present)))
+    deficit = sum(max(0, 3 - h) * blk.size
+                  for blk, h in zip(pl.blocks, pl.holders_present(present)))
     assert deficit <= sum(b - a for a, b, _ in moved) <= 2 * deficit
     validate(plan_step(new, present, [1, 2, 3, 4], 2, 1), new)
 

@@ -38,7 +38,8 @@ def _step(F, A, B, liars: dict, late: bool = True):
             H = F.matmul(A[a:b], coded[pos] if piece.cols is None else
                          coded[pos][:, piece.cols[0]:piece.cols[1]])
             if (pi, pos) in liars:
-                H = F.add(H, liars[(pi, pos)](H.shape)) if F.exact else H + liars[(pi, pos)](H.shape)
+                lie = liars[(pi, pos)]
+                H = F.add(H, lie(H.shape)) if F.exact else H + lie(H.shape)
             col.add(m, TaskSpec("A", grp.rows, pos, piece.cols, pi, pos), H)
     Y = assemble(plan, col.decoded, B.shape[1] // L, F.dtype)
     out = SimpleNamespace(collector=col, gather=SimpleNamespace(failed=()), prep=None)
@@ -177,7 +178,8 @@ def test_bad_corrupt_events_name_the_key(event, match):
 def test_simulator_costs_lies_and_excludes_a_repeat_liar():
     from elastic_coded.sim import make_trace, simulate
 
-    churn = {"events": [{"step": 2, "corrupt": "m1"}, {"step": 4, "corrupt": "m3", "forever": True}]}
+    churn = {"events": [{"step": 2, "corrupt": "m1"},
+                        {"step": 4, "corrupt": "m3", "forever": True}]}
     tr = make_trace(10, 8, 2, 1, churn=churn)
     assert tr.corrupt[2] == ("m1",) and tr.corrupt[4] == tr.corrupt[5] == ("m3",)
     assert tr.left[6] == ("m3",) and "m3" not in tr.present(6) and "m1" in tr.present(7)

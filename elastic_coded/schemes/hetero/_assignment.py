@@ -83,8 +83,8 @@ def _owner_array(problem: HeteroProblem, owner: Sequence[int]) -> np.ndarray:
             raise ArgumentTypeError(f"owner: needs integer master indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if np.any((arr < -1) | (arr >= problem.M)):
-        raise ArgumentError(f"owner: entries must be -1 (unassigned) or a master in [0, {problem.M}), "
-                            f"got {arr.tolist()}")
+        raise ArgumentError(f"owner: entries must be -1 (unassigned) or a master in [0, "
+                            f"{problem.M}), got {arr.tolist()}")
     return arr
 
 

@@ -55,8 +55,8 @@ def _fill_unassigned(w: np.ndarray, owner: np.ndarray, order: Sequence[int] | No
 def best_value_assignment(problem: HeteroProblem) -> Assignment:
     """Algorithm 1's initialisation: each worker to the master where its value is highest.
 
-    Uses the max-min item values ``w = v / L_m`` (see :mod:`elastic_coded.schemes.hetero`).  May leave a
-    master without workers (then ``t = inf``).
+    Uses the max-min item values ``w = v / L_m`` (see :mod:`elastic_coded.schemes.hetero`).  May
+    leave a master without workers (then ``t = inf``).
     """
     owner = np.argmax(problem.w, axis=0).astype(np.int64)
     return assignment_from_owner(problem, owner, method="best_value")

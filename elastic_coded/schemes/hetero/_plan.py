@@ -114,7 +114,8 @@ class HeteroPlan:
 
     def __post_init__(self):
         if self.policy not in ("dedicated", "probabilistic"):
-            raise ArgumentError(f"policy: must be 'dedicated' or 'probabilistic', got {self.policy!r}")
+            raise ArgumentError(f"policy: must be 'dedicated' or 'probabilistic', got "
+                                f"{self.policy!r}")
         M = len(self.L)
         if len(self.tasks) != M or len(self.probabilities) != M or len(self.t_star) != M:
             raise ArgumentError(f"tasks/probabilities/t_star: need one entry per master (M={M})")
@@ -139,7 +140,8 @@ class HeteroPlan:
                 raise ArgumentError(f"tasks[{m}]: {self.code_length(m)} coded rows < L[{m}] = "
                                     f"{self.L[m]}: master {m} could never decode")
         if np.any(share > 1 + 1e-9):
-            raise ArgumentError(f"tasks: worker {int(np.argmax(share))} serves more than one master")
+            raise ArgumentError(f"tasks: worker {int(np.argmax(share))} serves more than "
+                                "one master")
 
     @property
     def M(self) -> int:

@@ -1,8 +1,10 @@
 """Every policy of the one runtime, by name, with its storage family and typed options.  Pure.
 
 A *family* is what the machines store: ``usctec`` (uncoded rows of ``A``; the policies
-``usctec-auto`` (the default), ``usctec-pull``, ``usctec``, ``cyclic``, ``uncoded``, ``speculative``, ``dynamic``
-and ``proportional`` plan over it and may be switched per step; options: :class:`PullOptions`), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows per master, MATH.md §3).
+``usctec-auto`` (the default), ``usctec-pull``, ``usctec``, ``cyclic``, ``uncoded``,
+``speculative``, ``dynamic`` and ``proportional`` plan over it and may be switched per step;
+options: :class:`PullOptions`), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows
+per master, MATH.md §3).
 """
 
 from __future__ import annotations

@@ -316,8 +316,8 @@ def ranges_minus(ranges, rows: set) -> tuple:
 def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tuple:
     """Fresh coded rows of master ``m`` for the middle of a step: ``need`` rows that no machine
     present holds and that are not in ``exclude`` (received or in flight), given to the first
-    of ``machines`` (best first; the controller tries the next when storing fails).  Returns the storage
-    with them and the moves ``[(source, start, stop, machine)]``."""
+    of ``machines`` (best first; the controller tries the next when storing fails).  Returns the
+    storage with them and the moves ``[(source, start, stop, machine)]``."""
     if not machines:
         raise PlanError(f"rescue: no live machine can take master {m}'s rows")
     held = [r for n, rs in st.blocks[m].items() if n in machines for r in rs]

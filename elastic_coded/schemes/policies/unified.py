@@ -55,7 +55,8 @@ class UnifiedOptions:
         try:
             mu = as_mu(self.mu, 10 ** 6)
         except (TypeError, ValueError) as exc:
-            raise ArgumentError(f"mu: {self.mu!r} is not a storage fraction in (0, 1]: {exc}") from None
+            raise ArgumentError(f"mu: {self.mu!r} is not a storage fraction in (0, 1]: "
+                                f"{exc}") from None
         object.__setattr__(self, "mu", mu)
         if isinstance(self.q, bool) or not isinstance(self.q, (int, np.integer)) or self.q < 1:
             raise ArgumentError(f"q: {self.q!r} must be an int >= 1")

@@ -42,8 +42,9 @@ Divisibility (the seed assumes them; they are checked, with the rule in the mess
    ``(N/q) C(K-q, r-j) beta`` values into ``j`` equal segments, so ``j`` divides that count.
 
 The valid ``m`` are exactly the multiples of :func:`rows_multiple`.  The theory functions need
-none of these (``tradeoff(4, 1/2, 4)`` includes ``q = 3``); the scheme's functions check them.  Values are never split
-below one field element; the conditions above make every segment a whole number of values.
+none of these (``tradeoff(4, 1/2, 4)`` includes ``q = 3``); the scheme's functions check them.
+Values are never split below one field element; the conditions above make every segment a whole
+number of values.
 
 Storage code.  A small systematic Reed-Solomon generator (Lagrange basis on ``field.points``),
 MDS over every field.  Over the reals any such polynomial code loses accuracy as ``m`` grows:

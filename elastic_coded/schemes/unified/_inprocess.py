@@ -127,8 +127,9 @@ def simulate_map_latency(K: int, mu: MuLike, N: int, q: int, trials: int,
 def sample_map_latencies(K: int, mu: MuLike, N: int,
                          rng: np.random.Generator | int | None = None) -> np.ndarray:
     """One draw of the ``K`` servers' Map latencies, in time units (MATH.md §2):
-    ``S_k = mu N (1 + E_k)``, ``E_k ~ Exp(1)`` i.i.d., so ``Pr[S_k <= t] = 1 - exp(-(t/(mu N) - 1))``
-    for ``t >= mu N``.  The ``q``-th smallest has mean ``D(q)``."""
+    ``S_k = mu N (1 + E_k)``, ``E_k ~ Exp(1)`` i.i.d., so
+    ``Pr[S_k <= t] = 1 - exp(-(t/(mu N) - 1))`` for ``t >= mu N``.  The ``q``-th smallest has
+    mean ``D(q)``."""
     K = _check_int("K", K, low=1)
     mu_f = as_mu(mu, K)
     N = _check_int("N", N, low=1)

@@ -19,8 +19,8 @@ every lane); where the plan has a choice (the unicast round's rows, or the surpl
 multicast round) it takes, per class of lanes with the same ``d``, the batches :func:`select`
 picks.  A Reed-Solomon code over all rows, as over finite fields, has real decodes conditioned
 like ``10^m``-ish polynomial interpolation; one random code per lane has a heavy tail (the worst
-of many ``d x d`` random systems); the choice removes the tail.  ``benchmarks/bench_conditioning.py``
-measures the three.
+of many ``d x d`` random systems); the choice removes the tail.
+``benchmarks/bench_conditioning.py`` measures the three.
 """
 
 from __future__ import annotations
@@ -132,8 +132,9 @@ class LaneCode:
         r = np.asarray(list(rows), dtype=np.int64)
         if r.size != self.m or np.unique(r).size != r.size or (
                 r.size and (r.min() < 0 or r.max() >= self.nb * self.beta)):
-            raise ArgumentError(f"rows: need m = {self.m} distinct coded rows in 0..{self.nb * self.beta - 1}, "
-                                f"got {r.size} ({np.unique(r).size} distinct)")
+            raise ArgumentError(f"rows: need m = {self.m} distinct coded rows in "
+                                f"0..{self.nb * self.beta - 1}, got {r.size} ({np.unique(r).size} "
+                                f"distinct)")
         lane, batch = r % self.beta, r // self.beta
         order = np.argsort(lane, kind="stable")
         counts = np.bincount(lane, minlength=self.beta)
@@ -248,7 +249,8 @@ def _swaps(H: np.ndarray, fixed: list, cands: list, chosen: list) -> list:
             ok = np.abs(den) > 1e-12
             if not ok.any():
                 continue
-            inv_new = Minv[None] - Minv[None, :, pos, None] * (t / np.where(ok, den, 1.0)[:, None])[:, None, :]
+            inv_new = (Minv[None] - Minv[None, :, pos, None]
+                       * (t / np.where(ok, den, 1.0)[:, None])[:, None, :])
             gs = np.repeat(g[None], len(out), axis=0)
             gs[:, pos] = w1[out]
             sk = np.where(ok, np.max(np.matmul(np.abs(inv_new), gs[:, :, None])[:, :, 0], axis=1),

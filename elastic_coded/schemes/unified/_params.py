@@ -65,8 +65,8 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
     elif isinstance(mu, numbers.Rational):
         f = Fraction(int(mu.numerator), int(mu.denominator))
     else:
-        raise ArgumentTypeError(f"mu: must be a Fraction, float, int or str, got {type(mu).__name__} "
-                                f"{mu!r}")
+        raise ArgumentTypeError(f"mu: must be a Fraction, float, int or str, got "
+                                f"{type(mu).__name__} {mu!r}")
     if not Fraction(1, K) <= f <= 1:
         raise ArgumentError(
                f"mu: {mu!r} (= {f}) must satisfy 1/K = 1/{K} <= mu <= 1, so that the K servers "

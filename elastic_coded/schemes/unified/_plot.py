@@ -31,8 +31,9 @@ def plot_tradeoff(tradeoff: Tradeoff, path, *,
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise MissingDependency("plot_tradeoff: needs matplotlib, which is not installed; install it "
-                                "with pip install 'elastic_coded[plot]' (or pip install matplotlib)"
+        raise MissingDependency("plot_tradeoff: needs matplotlib, which is not installed; install "
+                                "it with pip install 'elastic_coded[plot]' (or pip install "
+                                "matplotlib)"
                                 ) from None
     pts = tradeoff.points
     D = [float(p.D) for p in pts]

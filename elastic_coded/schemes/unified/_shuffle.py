@@ -112,7 +112,8 @@ def _check_fastest(design: StorageDesign, fastest) -> tuple[int, ...]:
     try:
         Q = tuple(sorted(int(k) for k in fastest))
     except TypeError:
-        raise ArgumentTypeError(f"fastest: must be a collection of server ids, got {fastest!r}") from None
+        raise ArgumentTypeError(f"fastest: must be a collection of server ids, got "
+                                f"{fastest!r}") from None
     if len(set(Q)) != len(Q) or len(Q) != design.q or any(not 0 <= k < design.K for k in Q):
         raise ArgumentError(f"fastest: {fastest!r} must be q = {design.q} distinct server ids in "
                             f"0..K-1 = 0..{design.K - 1}")

@@ -143,7 +143,8 @@ class StorageDesign:
         pos = np.searchsorted(have, rows_a)
         if rows_a.size and (np.any(pos >= have.size) or np.any(have[np.minimum(pos, have.size - 1)]
                                                               != rows_a)):
-            raise ArgumentError(f"rows: server {k} does not store all of coded rows {rows_a.tolist()}")
+            raise ArgumentError(f"rows: server {k} does not store all of coded rows "
+                                f"{rows_a.tolist()}")
         return pos
 
 
@@ -163,8 +164,8 @@ def storage_design(K: int, mu: MuLike, q: int, m: int, field: Field | str = "rea
     if (K * m) % (q * n_batches):
         raise ArgumentError(
                f"m: {m} does not fit the batches: (K/q)*m = {K}*{m}/{q} coded rows must be an "
-               f"integer divisible by C(K, mu_bar*q) = C({K}, {r}) = {n_batches} batches; m must be "
-               f"a multiple of {_batch_multiple(K, q, r)}")
+               f"integer divisible by C(K, mu_bar*q) = C({K}, {r}) = {n_batches} batches; m must "
+               f"be a multiple of {_batch_multiple(K, q, r)}")
     n_coded = K * m // q
     beta = n_coded // n_batches
     batches = tuple(itertools.combinations(range(K), r))

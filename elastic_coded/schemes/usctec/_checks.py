@@ -30,7 +30,8 @@ def check_speeds(speeds, n: int | None = None, name: str = "speeds") -> np.ndarr
     bad = ~(np.isfinite(s) & (s > 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ArgumentError(f"{name}: every speed must be positive and finite; {name}[{i}] = {float(s[i])!r}")
+        raise ArgumentError(f"{name}: every speed must be positive and finite; {name}[{i}] = "
+                            f"{float(s[i])!r}")
     return s
 
 
@@ -54,7 +55,8 @@ def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
     if e.size != n:
         raise ArgumentError(f"budgets: expected {n} values (one per machine), got {e.size}")
     if np.any(~np.isfinite(e)) or np.any(e < 0) or np.any(e > 1):
-        raise ArgumentError(f"budgets: each storage budget e[n] must lie in [0, 1], got {e.tolist()}")
+        raise ArgumentError(f"budgets: each storage budget e[n] must lie in [0, 1], got "
+                            f"{e.tolist()}")
     cap_rows = np.floor(e * num_rows + 1e-9)
     if cap_rows.sum() < K * num_rows:
         raise BudgetError(

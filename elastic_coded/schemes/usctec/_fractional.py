@@ -22,8 +22,8 @@ def _present_atoms(placement: Placement, avail_index: dict, K: int):
         if len(h) < K:
             raise ArgumentError(
                    f"available: rows {b.start}:{b.stop} have {len(h)} available holders "
-                   f"({[m for m in b.holders if m in avail_index]}), fewer than L+S = {K}; repair the "
-                   f"placement (repair_placement) before planning")
+                   f"({[m for m in b.holders if m in avail_index]}), fewer than L+S = {K}; repair "
+                   f"the placement (repair_placement) before planning")
         atoms.setdefault(h, []).append(b)
     holders = [list(h) for h in atoms]
     blocks = list(atoms.values())

@@ -24,7 +24,8 @@ def _check_caps(caps, s: np.ndarray, K: int) -> np.ndarray:
         raise ArgumentError(f"caps: each cap must lie in [0, 1], got {cap.tolist()}")
     if cap.sum() < K - _TOL:
         raise ArgumentError(
-               f"caps: they sum to {cap.sum():.6g} < L+S = {K}; the machines cannot hold L+S copies")
+               f"caps: they sum to {cap.sum():.6g} < L+S = {K}; the machines cannot hold "
+               "L+S copies")
     return cap
 
 

@@ -41,7 +41,8 @@ def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> P
             f"above its budget e = {e[i]:.6g}; cyclic needs e[n] >= (L+S)/N = {K / N:.6g}")
     blocks, start = [], 0
     for i, size in enumerate(sizes.tolist()):
-        blocks.append(RowBlock(start, start + size, _sorted_holders(ms[(i + j) % N] for j in range(K))))
+        blocks.append(RowBlock(start, start + size,
+                               _sorted_holders(ms[(i + j) % N] for j in range(K))))
         start += size
     return Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
 

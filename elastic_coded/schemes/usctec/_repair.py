@@ -19,8 +19,8 @@ from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
 __all__ = ["repair_placement", "extend_placement"]
 
 
-def repair_placement(placement: Placement, present, L: int, S: int,
-                     budgets: dict | None = None) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
+def repair_placement(placement: Placement, present, L: int, S: int, budgets: dict | None = None
+                     ) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
     """Drop machines not ``present`` and give every row at least ``L+S`` present holders, adding
     copies on present machines within their budgets (most spare room first).  When that greedy
     gets stuck, every block is re-placed at once by :func:`_rebalance` (fewest rows moved).
@@ -180,7 +180,8 @@ def extend_placement(placement: Placement, machine: Hashable, budget: float
         spare -= take
         moved.append((b.start, b.start + take, machine))
         new_blocks[i] = None  # type: ignore[call-overload]
-        new_blocks.append(RowBlock(b.start, b.start + take, _sorted_holders(b.holders + (machine,))))
+        new_blocks.append(RowBlock(b.start, b.start + take,
+                                   _sorted_holders(b.holders + (machine,))))
         if take < b.size:
             new_blocks.append(RowBlock(b.start + take, b.stop, b.holders))
     pl = Placement(q, placement.machines + (machine,), placement.budgets + (float(budget),),

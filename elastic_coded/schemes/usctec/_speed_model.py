@@ -25,11 +25,13 @@ class SpeedModel:
     jitter: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "base", tuple(float(x) for x in check_speeds(self.base, None, "base")))
+        object.__setattr__(self, "base",
+                           tuple(float(x) for x in check_speeds(self.base, None, "base")))
         if not 0 <= self.straggle_prob <= 1:
             raise ArgumentError(f"straggle_prob: must lie in [0, 1], got {self.straggle_prob!r}")
         if not (self.straggle_factor >= 1 and math.isfinite(self.straggle_factor)):
-            raise ArgumentError(f"straggle_factor: must be finite and >= 1, got {self.straggle_factor!r}")
+            raise ArgumentError(f"straggle_factor: must be finite and >= 1, got "
+                                f"{self.straggle_factor!r}")
         if not (self.jitter >= 0 and math.isfinite(self.jitter)):
             raise ArgumentError(f"jitter: must be finite and >= 0, got {self.jitter!r}")
 
@@ -54,7 +56,8 @@ class SpeedModel:
 def _speed_samples(speed_model, n: int, samples: int, seed: int) -> np.ndarray:
     if isinstance(speed_model, SpeedModel):
         if len(speed_model.base) != n:
-            raise ArgumentError(f"speed_model: has {len(speed_model.base)} machines, placement has {n}")
+            raise ArgumentError(f"speed_model: has {len(speed_model.base)} machines, placement has "
+                                f"{n}")
         return speed_model.sample(np.random.default_rng(seed), samples)
     arr = np.asarray(speed_model, dtype=np.float64)
     if arr.ndim == 1:
