@@ -239,7 +239,8 @@ def split_flat(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[dict
     """The four groups with the flat keywords applied, and the keywords left (the policy's
     options).  A setting given both in its group and flat is an error."""
     out = {name: group_of(name, groups.get(name)) for name in GROUPS}
-    rest, by_group = {}, {}
+    rest: dict = {}
+    by_group: dict = {}
     for key, value in flat.items():
         if key not in FLAT:
             rest[key] = value
@@ -254,6 +255,7 @@ def split_flat(groups: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[dict
         try:
             out[group] = replace(out[group], **changes)
         except OptionError as exc:  # name the keyword as the caller wrote it
-            key = next((k for k in flat if FLAT.get(k) == tuple(exc.key.split(".", 1))), None)
-            raise OptionError(key or exc.key, exc.value, exc.rule) from None
+            written = next((k for k in flat if FLAT.get(k) == tuple(exc.key.split(".", 1))),
+                           None)
+            raise OptionError(written or exc.key, exc.value, exc.rule) from None
     return out, rest

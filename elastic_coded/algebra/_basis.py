@@ -3,6 +3,9 @@ Pure numpy."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .fields import Field
@@ -14,6 +17,9 @@ def basis_matrix(F: Field | None, nodes: np.ndarray, at: np.ndarray) -> np.ndarr
     """``M[..., i, j] = prod_{k != j} (at_i - nodes_k) / (nodes_j - nodes_k)``: the Lagrange basis
     through ``nodes`` (shape ``(..., n)``) evaluated at ``at`` (shape ``(..., a)``), with any
     matching leading batch shape.  ``F = None``: plain numpy arithmetic (real or complex)."""
+    sub: Callable[[Any, Any], Any]
+    mul: Callable[[Any, Any], Any]
+    div: Callable[[Any, Any], Any]
     if F is None:
         sub, mul, div = np.subtract, np.multiply, np.divide
         nodes, at = np.asarray(nodes), np.asarray(at)

@@ -44,6 +44,7 @@ passes over the data.
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import numpy as np
 
@@ -260,7 +261,8 @@ def _blocked(a: np.ndarray, b: np.ndarray, p: int, kc: int, limbs: bool,
         for k0 in range(0, k, kc):
             # Original inner index i is index i + 1 here; the first chunk also takes index 0.
             sl = slice(0 if k0 == 0 else k0 + 1, k0 + kc + 1)
-            dests = [of[r0:r1] if k0 == 0 else extra[:h]] + [x[:h] for x in pbufs]
+            # extra is made whenever there is a later chunk (kc < k)
+            dests = [of[r0:r1] if k0 == 0 else cast(np.ndarray, extra)[:h]] + [x[:h] for x in pbufs]
             parts = [np.matmul(x[:h, sl], y[sl], out=d) for x, y, d in zip(abufs, bs, dests)]
             _reduce(kernel, parts, None if k0 == 0 else of[r0:r1],
                     out[r0:r1] if k0 + kc >= k else of[r0:r1], tmp, p)

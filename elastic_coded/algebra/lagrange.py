@@ -318,8 +318,8 @@ def _cached_code(F: Field, L: int, S: int, points: str) -> LagrangeCode:
     if points == "auto":
         runs = np.sort(np.asarray([[(o + j) % K for j in range(S, K)] for o in range(K)]),
                        axis=1)  # the patterns whose stragglers are contiguous
-        for pts, limit in (("chebyshev", AUTO_LIMIT), ("roots-of-unity", ROOTS_LIMIT)):
-            code = _cached_code(F, L, S, pts)
+        for name, limit in (("chebyshev", AUTO_LIMIT), ("roots-of-unity", ROOTS_LIMIT)):
+            code = _cached_code(F, L, S, name)
             if L == 1 or float(np.max(code.conditions(runs))) <= limit:
                 return code
         return _cached_code(F, L, S, "rotation")

@@ -49,6 +49,7 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
                                 f"and imaginary parts as two matrices")
     if kind not in "biuf":
         raise ArgumentTypeError(f"{name}: a sparse matrix needs a numeric dtype, got {x.dtype}")
+    data_dtype: type[np.number]
     if not getattr(F, "exact", False):
         data_dtype = np.float64
     elif hasattr(F, "p"):

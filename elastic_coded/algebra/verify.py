@@ -61,6 +61,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -73,6 +74,9 @@ from .fields import Field
 from .fields import field as make_field
 from .lagrange import LagrangeCode
 from .mds import MDSCode
+
+if TYPE_CHECKING:
+    from .fields import BinaryExtField, PrimeField
 
 __all__ = ["DEFAULT_TOLERANCE", "Sketch", "make_sketch", "CheckResult", "check", "check_piece",
            "Located", "FaultLocationError", "locate_lagrange", "locate_mds", "default_repeats"]
@@ -91,7 +95,8 @@ def default_repeats(F: Field) -> int:
     ``t >= 2`` with ``q^-t <= 1e-9``; ``8`` in the reals (module docstring)."""
     if not F.exact:
         return REAL_SKETCH_ROWS
-    return max(2, math.ceil(math.log(1 / FALSE_ACCEPT) / math.log(F.order)))
+    order = cast("PrimeField | BinaryExtField", F).order   # an exact field's
+    return max(2, math.ceil(math.log(1 / FALSE_ACCEPT) / math.log(order)))
 
 
 def _positive_int(name: str, val, lo: int = 1) -> int:
@@ -160,10 +165,10 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     edges = list(range(0, m, block)) + [m]
     parts = [F.matmul(U[:, a:b], A[a:b]) for a, b in zip(edges[:-1], edges[1:])]
     if F.exact:
-        sums = [F.zeros((t, n))]
+        prefix = [F.zeros((t, n))]
         for part in parts:
-            sums.append(F.add(sums[-1], part))
-        sums = np.stack(sums)
+            prefix.append(F.add(prefix[-1], part))
+        sums = np.stack(prefix)
         UA = sums[-1]
         row_sq = np.zeros(0)
     else:

@@ -17,6 +17,7 @@ import functools
 import logging
 import math
 import time
+from typing import Any, cast
 
 import ray
 
@@ -97,7 +98,7 @@ class Controller:
             self.storage.replan_speed_change = REPLAN_SPEED_CHANGE_REAL
             self.storage.cost_aware = True
         self.health_interval = health_interval
-        self._health = None
+        self._health: asyncio.Task | None = None
         self.drains = Drains()  # machines planned out for a drain notice (:mod:`.drain`)
         self.restarts = Restarts(limit=int(max_restarts))  # dead processes (:mod:`.restart`)
         self._dead: dict = {}  # machine -> (spec, handle, node) of one dropped mid-step
@@ -105,7 +106,7 @@ class Controller:
         # and mid-step recovery each see the storage whole: one at a time
         self._lock = asyncio.Lock()
         self._auto_count = 0
-        self._metrics = None
+        self._metrics: dict | None = None
         self._nodes_checked = -math.inf  # when a step last asked Ray's node table
 
     # -- helpers -------------------------------------------------------------------------------
@@ -144,7 +145,8 @@ class Controller:
             self._health = asyncio.get_event_loop().create_task(self._health_loop())
 
     def _auto_specs(self, draining: set) -> list[MachineSpec]:
-        out = auto_specs(self.members.table, self.auto.get("cpus_per_worker") or 1.0,
+        auto = cast(dict, self.auto)   # called with auto on
+        out = auto_specs(self.members.table, auto.get("cpus_per_worker") or 1.0,
                          self.default_storage, self._auto_count, draining)
         self._auto_count += len(out)
         return out
@@ -329,11 +331,13 @@ class Controller:
         whose actor is dead (a slow answer stays).  Deaths take effect at the next
         membership-changing call (:meth:`_apply_deaths`)."""
         ids = self.members.ids() if unheard_for is None else self.members.unheard(unheard_for)
-        alone, hosted = [], {}  # machines in shared processes: one ping per process
+        alone: list = []
+        hosted: dict = {}  # machines in shared processes: one ping per process
         for i in ids:
             h = self.members[i].handle
             if isinstance(h, MachineHandle):
-                hosted.setdefault(h.host._actor_id.hex(), (h.host, []))[1].append(i)
+                host: Any = h.host   # the process's Ray actor handle
+                hosted.setdefault(host._actor_id.hex(), (h.host, []))[1].append(i)
             else:
                 alone.append(i)
         answers = await asyncio.gather(
@@ -416,7 +420,8 @@ class Controller:
         return self.storage.holders_of(plan)
 
     @_locked
-    async def hetero_rescue(self, m: int, need: int, exclude: list, machines: list) -> tuple:
+    async def hetero_rescue(self, m: int, need: int, exclude: list, machines: list
+                            ) -> Rescued:
         """Heterogeneous masters, mid-step: store ``need`` fresh coded rows of master ``m`` on
         the first live machine of ``machines`` (best first) that takes them."""
         self._apply_deaths()

@@ -73,9 +73,11 @@ def drain_node(node_id: str, deadline_s: float | None = None, *, reason: str = "
     the cloud's) part.  Raises ``RuntimeError`` if Ray rejects the drain."""
     from ray.core.generated import autoscaler_pb2
 
-    code = autoscaler_pb2.DrainNodeReason.Value(f"DRAIN_NODE_REASON_{reason.upper()}")
+    # generated protobuf and a worker attribute set at run time: unknown to the type checker
+    code = autoscaler_pb2.DrainNodeReason.Value(  # type: ignore[attr-defined]
+        f"DRAIN_NODE_REASON_{reason.upper()}")
     deadline_ms = 0 if deadline_s is None else int((time.time() + deadline_s) * 1000)
-    gcs = ray._private.worker.global_worker.gcs_client
+    gcs = ray._private.worker.global_worker.gcs_client  # type: ignore[attr-defined]
     ok, why = gcs.drain_node(node_id, code, message, deadline_ms)
     if not ok:
         raise ClusterError(f"drain: Ray rejected draining node {node_id}: {why}")
@@ -98,7 +100,7 @@ class Drains:
         return [(m, nodes[v.node]) for m, v in members.items()
                 if v.node is not None and v.node in nodes]
 
-    def retire(self, machine: str, handle, node: str, deadline: float) -> None:
+    def retire(self, machine: str, handle, node: str | None, deadline: float) -> None:
         self.retiring[machine] = (handle, node, deadline)
         self.pending_draining.append(machine)
         left = deadline - time.time()

@@ -55,7 +55,7 @@ def auto_specs(members: dict, per: float, storage: float, count: int, draining: 
         if m.node is not None:
             have[m.node] = have.get(m.node, 0) + 1
     speed = float(np.mean([m.speed_est for m in members.values()])) if members else 1.0
-    out = []
+    out: list = []
     for node in ray.nodes():
         if not node.get("Alive") or node["NodeID"] in draining:
             continue

@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class Member:
     yet; a ping tells)."""
 
     spec: MachineSpec
-    handle: object
+    handle: Any   # a machine handle: its calls are Ray remote methods
     est: SpeedEstimate
     node: str | None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 import ray
 
@@ -24,7 +25,7 @@ def ensure_ray(address: str | None, num_cpus: int | None) -> bool:
     WARNING)."""
     if ray.is_initialized():
         return False
-    kw = {"include_dashboard": False, "log_to_driver": False}
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if address is not None:
         check_reachable(address)
         ray.init(address=address, logging_level=logging.WARNING, **kw)

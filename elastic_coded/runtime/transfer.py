@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import ray
@@ -89,7 +90,7 @@ class RayTransfer:
                 raise out
         return sorted(set(dead))
 
-    async def keep_only(self, shrink: dict) -> None:
+    async def keep_only(self, shrink: Mapping) -> None:
         calls = [self.members[m].handle.keep_only.remote(src, list(rs))
                  for m, by in shrink.items() if m in self.members for src, rs in by.items()]
         await asyncio.gather(*calls, return_exceptions=True)

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NoReturn, Protocol
 
 import numpy as np
 
@@ -20,12 +20,13 @@ class StepState:
     """What verification found so far in one step."""
 
     checked: bool = False
-    caught: set = None
-    repaired: set = None
+    caught: set = field(default_factory=set)
+    repaired: set = field(default_factory=set)
     recomputed: int = 0
-    positions: dict = None  # piece -> positions it was decoded again from
-    accepted: dict = None   # output (0; hetero: master) -> the check that accepted it
-    improved: set = None    # pieces decoded again for their conditioning
+    positions: dict = field(default_factory=dict)  # piece -> positions it was decoded again from
+    # output (0; hetero: master) -> the check that accepted it
+    accepted: dict = field(default_factory=dict)
+    improved: set = field(default_factory=set)     # pieces decoded again for their conditioning
 
     def __post_init__(self):
         self.caught, self.repaired, self.positions, self.accepted = set(), set(), {}, {}
@@ -48,7 +49,7 @@ class FamilyChecks(Protocol):
         returns it, or ``None`` when the family has nothing better to decode from."""
 
 
-def fail(step: int, state: StepState, msg: str):
+def fail(step: int, state: StepState, msg: str) -> NoReturn:
     """Raise :class:`VerificationError` for ``step``, naming the machines caught so far (not
     counted: only a step that completes counts its catches)."""
     caught = tuple(sorted(state.caught, key=str))

@@ -54,13 +54,15 @@ class HeteroChecks:
         if m not in self._coded_sketches:
             self._coded_sketches[m] = make_sketch(ver.F, code.encode(ver.mats[m]), seed=ver.seed)
         sk = self._coded_sketches[m]
-        good, bad = {}, set()
+        good: dict = {}
+        bad: set = set()
         by_machine: dict = {}
         for i in sorted(col.rows[m]):
             by_machine.setdefault(col.rows[m][i][0], []).append(i)
         for mach, idx in by_machine.items():
             _screen_rows(sk, x, mach, {i: col.rows[m][i][1] for i in idx}, good, bad, state)
-        xref, asked, rescues = None, set(), 0
+        asked: set = set()
+        xref, rescues = None, 0
         while len(good) < code.k:
             usable = [n for n in ctx.handles if n not in state.caught]
             exclude = good.keys() | bad | asked

@@ -71,7 +71,7 @@ class LagrangeChecks:
         budget = (0.5 * ver.tolerance * norm(Y)) ** 2
         left = sum(e * e for e in est.values())
         worst = []
-        for pi in sorted(est, key=est.get, reverse=True):
+        for pi in sorted(est, key=lambda p: est[p], reverse=True):
             if left <= budget:
                 break
             worst.append(pi)

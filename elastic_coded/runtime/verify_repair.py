@@ -87,7 +87,8 @@ class LagrangeRepair:
         piece = self.plan.pieces[pi]
         ok = {m for m in self.live if m not in self.state.caught}
         pool = [m for m in (holders or {}).get(pi) or () if m in ok]
-        out, used = [], set()
+        out: list = []
+        used: set = set()
         for pos in (p for p in range(self.code.K) if p not in good):
             if len(out) == self.code.L - len(good):
                 break

@@ -50,8 +50,8 @@ _CACHE = 4096  # steps' conditions kept (storage version, fastest servers, width
 class UnifiedRun:
     """What a unified step ran: the storage in force, the Shuffle plan and the fastest ``Q``."""
 
-    storage: object
-    plan: object
+    storage: upol.UnifiedStorage
+    plan: uni.ShufflePlan
     fastest: tuple
 
 

@@ -50,7 +50,9 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import ray
@@ -62,7 +64,7 @@ from ..errors import ArgumentError, ArgumentTypeError, ToleranceExceeded, Verifi
 from ..options import VerifyOptions, split_flat
 from .context import StepContext
 from .family_setup import matrix_of
-from .verify_common import StepState
+from .verify_common import FamilyChecks, StepState
 from .verify_hetero import HeteroChecks
 from .verify_lagrange import LagrangeChecks
 from .verify_unified import UnifiedChecks
@@ -71,7 +73,8 @@ __all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded", "CHE
 
 log = logging.getLogger(__name__)
 
-CHECKS = {"usctec": LagrangeChecks, "hetero": HeteroChecks, "unified": UnifiedChecks}
+CHECKS: dict[str, Callable[..., FamilyChecks]] = {
+    "usctec": LagrangeChecks, "hetero": HeteroChecks, "unified": UnifiedChecks}
 """Each storage family's checks (:class:`~.verify_common.FamilyChecks`), by family."""
 
 PATIENCE_MARGIN = 100.0
@@ -176,6 +179,7 @@ class Verifier:
         t0 = time.perf_counter()
         self.last = Verdict()
         state = StepState()
+        bound: tuple[float | None, float | None, float | None]   # condition, bound, relative
         if out.collector is not None:
             Y, bound = self.checks.check(ctx, X, Y, out, prep, state)
         else:
@@ -188,8 +192,8 @@ class Verifier:
                 Y, bound = better
                 nY = _NormOf()
                 est = self._estimate(state, Y, nY)
-        if self._over(est):
-            self._too_far(ctx.step, bound[0], est[1])
+        if self._over(est):   # then est[1] is a number
+            self._too_far(ctx.step, bound[0], cast(float, est[1]))
         excluded = self._count(state.caught)
         vb = self._accepted_bound(state, bound[1], Y, nY)
         self.last = Verdict(state.checked or None, tuple(sorted(state.caught, key=str)),
@@ -199,7 +203,7 @@ class Verifier:
         self._tolerance_check(ctx.step)
         return Y
 
-    def _estimate(self, state, Y, nY: _NormOf) -> tuple:
+    def _estimate(self, state, Y, nY: _NormOf) -> tuple[float | None, float | None]:
         """``(estimated_error, its relative form)`` from the checks that accepted the outputs
         (``(None, None)`` over finite fields or unverified)."""
         if self.F.exact or not state.accepted:
@@ -219,7 +223,7 @@ class Verifier:
             f"tolerance {self.tolerance:.3g}, and no better-conditioned results were to be had; "
             f"use a finite field, {hint}, or tolerance=None to accept it", condition, rel)
 
-    def _accepted_bound(self, state, bound, Y, nY: _NormOf) -> tuple:
+    def _accepted_bound(self, state, bound, Y, nY: _NormOf) -> tuple[float | None, float | None]:
         """``(verified_error_bound, its relative form)``: the checks that accepted the outputs
         bound their errors whoever computed them (the outputs tile the product: in squares)."""
         if not state.accepted:
@@ -239,7 +243,8 @@ class Verifier:
     def _tolerance_check(self, step: int) -> None:
         """``strict=True``: the error bound itself must meet the tolerance."""
         rel = self.last.relative_error_bound
-        if not self.strict or rel is None or rel <= self.tolerance:
+        # strict needs a tolerance (VerifyOptions checks it)
+        if not self.strict or rel is None or rel <= cast(float, self.tolerance):
             return
         why = ("decode condition " + f"{self.last.condition:.3g}"
                if self.last.condition is not None else "estimated from the sketch")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import ray
@@ -31,6 +32,9 @@ from ..algebra.sparse import is_sparse, row_view, stack_rows, take_rows
 from ..errors import ArgumentError, InternalError, NotStored
 from ..schemes.wire import Call, CallResult, packed_result, unpacked
 
+if TYPE_CHECKING:
+    from ..algebra.fields import BinaryExtField, PrimeField
+
 __all__ = ["Machine", "MachineDied"]
 
 
@@ -39,8 +43,9 @@ class MachineDied(ray.exceptions.ActorDiedError):
     treat it as a dead actor's error), naming the machine; ``preempted`` is ``False``."""
 
     def __init__(self, machine: str, actor_id: str | None = None, why: str = "crashed"):
+        # Ray's own default for actor_id is None (its annotation says str)
         ray.exceptions.RayActorError.__init__(
-            self, actor_id, f"machine {machine!r} {why}: its calls cannot run")
+            self, actor_id, f"machine {machine!r} {why}: its calls cannot run")  # type: ignore[arg-type]
         self.machine, self.why = machine, why
 
     def __reduce__(self):
@@ -205,7 +210,7 @@ class Machine:
         for s in [s for s in self.stores if s not in keep]:
             del self.stores[s]
 
-    def _rows(self, source: str, rows) -> np.ndarray:
+    def _rows(self, source: str, rows) -> Any:   # a dense block's rows or a CSR block's
         a, b = rows
         for s0, s1, arr in self.stores.get(source, []):
             if s0 <= a and b <= s1:
@@ -226,7 +231,8 @@ class Machine:
         out = np.array(H, copy=True)
         at = tuple(int(rng.integers(n)) for n in out.shape)
         if self.F.exact:
-            delta = np.asarray([rng.integers(1, min(self.F.order, 2**62))], dtype=out.dtype)
+            order = cast("PrimeField | BinaryExtField", self.F).order   # an exact field's
+            delta = np.asarray([rng.integers(1, min(order, 2**62))], dtype=out.dtype)
             out[at] = self.F.add(np.asarray([out[at]], dtype=out.dtype), delta)[0]
         else:
             out[at] += 1e-6 * max(1.0, float(np.max(np.abs(out))))

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from ..errors import ArgumentError, PlanError
 from ..machines import MachineSpec
+from .plan import Placement
 from .policies import hetero as het
 from .policies import unified as uni
 from .policies.rules import hetero_needs_replan
@@ -86,7 +87,7 @@ class Change:
     machines that keep fewer rows than they hold; ``redesign``: why the storage was designed
     anew (a re-encoding that replaced a design in force), else ``None``."""
 
-    moves: tuple = ()
+    moves: Sequence = ()   # made a tuple of tuples
     shrink: Mapping = field(default_factory=dict)
     puts: tuple = ()
     redesign: str | None = None
@@ -168,11 +169,16 @@ class UsctecFamily:
                  placement_kind: str = "design"):
         self.q, self.L, self.S, self.F, self.seed = int(num_rows), int(L), int(S), field, seed
         self.kind = placement_kind
-        self.placement = None
+        self.placement: Placement | None = None
 
     @property
     def storage(self):
         return self.placement
+
+    @property
+    def _placed(self) -> Placement:
+        """The placement, once :meth:`start` (or :meth:`restore`) made one."""
+        return cast(Placement, self.placement)
 
     def sources(self) -> tuple:
         return ("A",)
@@ -192,19 +198,19 @@ class UsctecFamily:
         return Change([("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)])
 
     def join(self, spec) -> Change:
-        self.placement, moved = extend_placement(self.placement, spec.id, spec.storage)
+        self.placement, moved = extend_placement(self._placed, spec.id, spec.storage)
         return Change([("A", a, b, m) for a, b, m in moved])
 
     def forget(self, machine) -> None:
         """A machine left: its copies are gone now (a later machine of the same id starts
         empty); the next repair restores the replication."""
-        self.placement = self.placement.without(machine)
+        self.placement = self._placed.without(machine)
 
     def snapshot(self):
         return self.placement
 
     def members(self) -> tuple:
-        return self.placement.machines
+        return self._placed.machines
 
     def restore(self, state) -> None:
         self.placement = state
@@ -216,8 +222,8 @@ class UsctecFamily:
         whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
         ids = list(present.machines)
         budgets = {m: present.budgets[m] for m in ids}
-        before = {m: self.placement.stored_rows(m) for m in ids}
-        self.placement, moved = repair_placement(self.placement, ids, self.L, S, budgets)
+        before = {m: self._placed.stored_rows(m) for m in ids}
+        self.placement, moved = repair_placement(self._placed, ids, self.L, S, budgets)
         got: dict = {}
         for a, b, m in moved:
             got[m] = got.get(m, 0) + b - a
@@ -239,12 +245,12 @@ class UsctecFamily:
         plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step, **kw)
         base = getattr(plan, "base", plan)  # a pull plan: its base (its whole plans: checked)
         if base is not None:
-            validate(base, self.placement)
+            validate(base, self._placed)
         return plan
 
     def holders(self, rows: tuple, present) -> list:
         """Present holders of ``rows``, cut at block boundaries (:meth:`Placement.holders_of`)."""
-        return self.placement.holders_of(rows, present)
+        return self._placed.holders_of(rows, present)
 
     def state_key(self):
         return self.placement
@@ -308,13 +314,16 @@ class HeteroFamily:
 
     def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
         """Fresh coded rows of master ``m`` on the first of ``machines`` (mid-step)."""
-        self._storage, moves = het.rescue(self._storage, m, need, exclude, machines)
+        # the storage start() planned
+        self._storage, moves = het.rescue(cast(het.HeteroStorage, self._storage), m, need,
+                                          exclude, machines)
         return Change(moves)
 
     def plan(self, policy: str, present: Present, S: int, request):
-        het.check_decodable(self._storage, present.machines)
+        st = cast(het.HeteroStorage, self._storage)   # the storage start() planned
+        het.check_decodable(st, present.machines)
         rng = np.random.default_rng([self.seed, int(request.step)])
-        return het.step_plan(self._storage, rng)
+        return het.step_plan(st, rng)
 
     def holders(self, rows: tuple, present) -> list:
         raise _no_holders(self.name)
@@ -391,7 +400,7 @@ class UnifiedFamily:
         raise _no_rescue(self.name, m)
 
     def plan(self, policy: str, present: Present, S: int, request):
-        st = self._storage
+        st = cast(uni.UnifiedStorage, self._storage)   # the design start() made
         live = st.live(present.machines)
         if len(live) < st.q:
             raise PlanError(f"machines: {len(live)} servers of the design are present, fewer "

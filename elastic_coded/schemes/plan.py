@@ -155,7 +155,7 @@ class StepPlan:
     theta: tuple
     c: float
     c_int: float
-    _tasks: dict = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    _tasks: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def K(self) -> int:
@@ -174,7 +174,9 @@ class StepPlan:
                 rows = self.groups[piece.group].rows
                 for pos, m in enumerate(piece.machines):
                     out[m].append(Task(pi, pos, rows, piece.cols))
-            object.__setattr__(self, "_tasks", {m: t for m, t in out.items() if t})
+            tasks = {m: t for m, t in out.items() if t}
+            object.__setattr__(self, "_tasks", tasks)
+            return tasks
         return self._tasks
 
     def rows_computed(self) -> dict:

@@ -70,10 +70,10 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
     if pad:
         B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
     coded = encode_input(code, B)
-    drop = {k: set(v) for k, v in (drop or {}).items()}
+    lost_of = {k: set(v) for k, v in (drop or {}).items()}
     decoded = {}
     for pi, piece, group in plan.iter_pieces():
-        lost = drop.get(pi, set())
+        lost = lost_of.get(pi, set())
         if len(lost) > plan.S:
             raise ArgumentError(f"drop: piece {pi} loses {len(lost)} results, more than S = "
                                 f"{plan.S}")

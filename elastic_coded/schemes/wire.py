@@ -275,7 +275,7 @@ class PreparedStep:
     speeds: dict
     emulated: dict
     t_plan: float
-    specs: dict = None
+    specs: dict | None = None
     storage: object = None
     redesign: str | None = None
     draining: tuple = ()

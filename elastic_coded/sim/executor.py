@@ -51,6 +51,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -294,7 +295,8 @@ def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndar
         lost = [p for p in comp.pieces_of(i) if len(results[p]) < L or results[p][L - 1] > t]
         rows = [plan.groups[plan.pieces[p].group].rows for p in lost]
         try:
-            parts = assign_recovery(rows, spans, est, comp.rank)
+            # spans is made whenever there are events
+            parts = assign_recovery(rows, cast(Callable, spans), est, comp.rank)
         except PlanError:
             kth[list(short)] = np.inf
             return short, redone, True

@@ -50,6 +50,7 @@ import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -191,7 +192,7 @@ class _Step:
         self.free: dict = {}
         self.death: dict = {}
         self.dead: set = set()
-        self.received = [set() for _ in self.L]
+        self.received: list[set] = [set() for _ in self.L]
         self.got: list[dict] = [{} for _ in self.L]  # master -> {row: machine}, as collected
         self.used: list[frozenset] = [frozenset() for _ in self.L]  # machines decoded from
         self.caught: list = []
@@ -281,12 +282,14 @@ class _Step:
     def _repair(self, m: int, t: float, lying: set) -> float:
         """Master ``m`` decoded again from rows that check, starting at ``t`` (the runtime's
         ``HeteroChecks._repair``); returns when it is (``inf``: never)."""
-        good, bad = set(), set()
+        good: set = set()
+        bad: set = set()
         for i, n in self.got[m].items():
             (bad if n in lying else good).add(i)
             if n in lying and n not in self.caught:
                 self.caught.append(n)
-        asked, rescues, Lm = set(), 0, self.L[m]
+        asked: set = set()
+        rescues, Lm = 0, self.L[m]
         while len(good) < Lm:
             usable = [n for n in self.present if n not in self.caught]
             exclude = good | bad | asked
@@ -345,7 +348,7 @@ class HeteroRun:
         M = len(variant.masters)
         self.caps = het.capacities(variant.options, variant.masters, None)
         self.explicit = het.explicit_columns(variant.options, M, tuple(machines))
-        self.storage = None
+        self.storage: het.HeteroStorage | None = None
         self.est: dict = dict(estimates)
         try:
             self._plan(list(machines), ())
@@ -370,10 +373,12 @@ class HeteroRun:
         try:
             if hetero_needs_replan(self.storage, present, fresh):
                 moved, replans = self._plan(present, fresh), 1
-            het.check_decodable(self.storage, present)
+            # planned just above if there was none
+            het.check_decodable(cast(het.HeteroStorage, self.storage), present)
         except PlanError:  # too few machines or rows: the runtime fails the step
             return HeteroStep(math.inf, (math.inf,) * len(self.v.masters), replans, moved)
-        plan = het.step_plan(self.storage, np.random.default_rng([self.seed, t]))
+        plan = het.step_plan(cast(het.HeteroStorage, self.storage),
+                             np.random.default_rng([self.seed, t]))
         live = [n for n in present if n not in set(crashed)]
         bound = hetero_lower_bound(plan.storage, live, slow, self.ts)
         out = hetero_step(plan, present, slow, crashed, self.ts, self.crash_at, lying)

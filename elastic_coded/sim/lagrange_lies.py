@@ -113,7 +113,8 @@ def repair(d: Decoded, T: float, liars: set, out: set, cost=None) -> LieRepair:
 
 def _asks(d: Decoded, pi: int, good: set, rnd: int, out: set, asked: set) -> list:
     """``[(piece, position, machine)]`` of one round for piece ``pi`` (module docstring)."""
-    got, used = [], set()
+    got: list = []
+    used: set = set()
     pool = sorted(d.holders(pi), key=d.order) if rnd else ()
     for pos in range(d.K):
         if len(got) == d.L - len(good):

@@ -339,7 +339,7 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
 def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured: np.ndarray,
              learn_speeds: bool, env: _Env) -> list:
     """One runner per variant, each with the storage its family keeps."""
-    out = []
+    out: list = []
     for v in variants:
         if isinstance(v, str):
             out.append(_Bound(v, env))

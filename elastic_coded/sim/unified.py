@@ -208,10 +208,10 @@ class UnifiedRun:
             try:
                 st, r, mv = self._keep(left)
             except PlanError:  # too few machines for any design: the runtime fails the step
-                st = self.storage
-                return UnifiedStep(math.inf, redesigns, moved, st.design.K if st else 0,
-                                   st.q if st else 0, len(st.live(present)) if st else 0,
-                                   st.design.m if st else 0)
+                cur = self.storage
+                return UnifiedStep(math.inf, redesigns, moved, cur.design.K if cur else 0,
+                                   cur.q if cur else 0, len(cur.live(present)) if cur else 0,
+                                   cur.design.m if cur else 0)
             redesigns, moved = redesigns + r, moved + mv
             live = len(st.live(present)) if attempt == 0 else len(st.live(left))
             lat = uni.map_latencies(st, self.v.inputs, np.random.default_rng([self.seed, t]))

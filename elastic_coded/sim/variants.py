@@ -33,7 +33,7 @@ class Variant:
     learning switch (``None``: the simulation's)."""
 
     name: str
-    plan: object = "usctec"
+    plan: str | Callable = "usctec"
     placement: str = "design"
     speculation: Speculation | None = None
     learn: bool | None = None
@@ -109,6 +109,7 @@ def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None 
     ``unified_options``), ``"hetero"`` (with ``masters`` and ``hetero_options``), or a variant
     value.  Names must be distinct; options given for a scheme not asked for are an error."""
     out, seen = [], set()
+    v: Variant | UnifiedVariant | HeteroVariant | str
     for p in policies:
         if isinstance(p, (Variant, UnifiedVariant, HeteroVariant)):
             v = p

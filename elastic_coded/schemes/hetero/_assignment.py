@@ -71,7 +71,7 @@ def _make_assignment(problem: HeteroProblem, k: np.ndarray, policy: str, method:
                       loads=_readonly(loads), info=MappingProxyType(dict(info or {})))
 
 
-def _owner_array(problem: HeteroProblem, owner: Sequence[int]) -> np.ndarray:
+def _owner_array(problem: HeteroProblem, owner: Sequence[int] | np.ndarray) -> np.ndarray:
     arr = np.asarray(owner)
     if arr.shape != (problem.N,):
         raise ArgumentError(f"owner: needs one entry per worker (N={problem.N}), "
@@ -95,7 +95,7 @@ def _k_from_owner(M: int, owner: np.ndarray) -> np.ndarray:
     return k
 
 
-def assignment_from_owner(problem: HeteroProblem, owner: Sequence[int],
+def assignment_from_owner(problem: HeteroProblem, owner: Sequence[int] | np.ndarray,
                           method: str = "given", info: Mapping[str, Any] | None = None
                           ) -> Assignment:
     """A dedicated :class:`Assignment` from each worker's master (-1: unassigned)."""

@@ -98,7 +98,8 @@ def _check_au(a: Any, u: Any) -> tuple[np.ndarray, np.ndarray]:
     for name, x in (("a", a), ("u", u)):
         if np.any(~np.isfinite(x)) or np.any(x < 0):
             raise ArgumentError(f"{name}: must be finite and >= 0 (model parameters, MATH.md §3)")
-    return np.broadcast_arrays(a, u)
+    a_b, u_b = np.broadcast_arrays(a, u)
+    return a_b, u_b
 
 
 def lambert_W(a: Any, u: Any) -> np.ndarray:

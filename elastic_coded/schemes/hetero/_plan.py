@@ -39,8 +39,8 @@ def integer_loads(assignment: Assignment | Any, problem: HeteroProblem,
         if isinstance(assignment, Assignment):
             times = np.asarray(assignment.t_star, dtype=np.float64)
         else:
-            times = _make_assignment(problem, k, "probabilistic", "given").t_star
-            times = np.asarray(times, dtype=np.float64)
+            t_star = _make_assignment(problem, k, "probabilistic", "given").t_star
+            times = np.asarray(t_star, dtype=np.float64)
     else:
         if not (math.isfinite(t) and t > 0):
             raise ArgumentError(f"t: must be positive and finite, got {float(t)!r}")

@@ -21,7 +21,7 @@ a0 / (s L_m)`` and ``u[m,n] = u0 s L_m``, so a speed-1 machine computing all ``L
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,7 +192,7 @@ def _assign(opts: HeteroOptions, P: HeteroProblem, seed: int) -> tuple[Assignmen
 
 # -- storage -----------------------------------------------------------------------------------
 
-def take_rows(ranges: tuple, count: int) -> tuple:
+def take_rows(ranges: Sequence, count: int) -> tuple:
     """The first ``count`` rows of ``ranges``."""
     out, left = [], count
     for a, b in ranges:
@@ -280,7 +280,8 @@ def plan_storage(opts: HeteroOptions, L: tuple, machines, speeds: Mapping, old: 
     P = _problem(opts, L, machines, speeds, explicit)
     asg, loads = _assign(opts, P, seed)
     M = len(L)
-    blocks, moves, shrink = [], [], {}
+    blocks, moves = [], []
+    shrink: dict = {}
     for m in range(M):
         need = {n: int(loads[m, j]) for j, n in enumerate(machines) if loads[m, j] > 0}
         prev = {} if old is None else {n: r for n, r in old.blocks[m].items()
@@ -353,7 +354,7 @@ def step_plan(st: HeteroStorage, rng: np.random.Generator) -> HeteroStepPlan:
     M, N = k.shape
     if st.assignment.policy == "probabilistic":
         cum = np.cumsum(k, axis=0)
-        choice = (rng.random(N)[None, :] >= cum).sum(axis=0)
+        choice = (rng.random(int(N))[None, :] >= cum).sum(axis=0)
     else:
         choice = np.full(N, M)
         for m in range(M):

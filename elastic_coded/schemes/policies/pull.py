@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, replace
+from typing import cast
 
 from ...errors import ArgumentError, PlanError
 from ..plan import Group, Piece, StepPlan
@@ -118,7 +119,7 @@ class PullPlan:
         return self.base.iter_pieces()
 
     def tasks(self) -> dict:
-        return self.base.tasks()
+        return cast(StepPlan, self.base).tasks()   # the pull plan: the one a step runs
 
     def __repr__(self) -> str:
         kind = "copies" if self.copies else f"S={self.S} coded backups"
@@ -138,14 +139,16 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
     ``{machine: [Unit, ...]}``, every machine's units in order."""
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
         raise ArgumentError(f"units: must be an int >= 1, got {units!r}")
-    base = plan.base
+    base = cast(StepPlan, plan.base)   # units cut the pull plan, made for every pull step
     share = base.rows_computed()
-    groups, pieces, holders = [], [], []
+    groups: list = []
+    pieces: list = []
+    holders: list = []
     for g, grp in enumerate(base.groups):
         mine = [p for p in base.pieces if p.group == g]
         least = min((share[m] for p in mine for m in p.machines), default=grp.size)
         n = math.ceil(units * grp.size / max(1, least))
-        for a, b in _split(*grp.rows, n):
+        for a, b in _split(grp.rows[0], grp.rows[1], n):
             gi = len(groups)
             groups.append(Group((a, b), grp.gamma * (b - a) / grp.size, grp.machines))
             holders.append(plan.holders[g])

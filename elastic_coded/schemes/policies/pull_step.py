@@ -18,6 +18,7 @@ its zero columns (``num_rows * L * columns per coded block``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 
@@ -99,7 +100,8 @@ def expected_seconds(plan, rates: Mapping, total: int) -> float:
 
 def _units(options: pl.PullOptions, expected: float, machines: int) -> int:
     u = options.units
-    return pl.units_for(expected, machines, options.call_cost_s) if u == "auto" else u
+    # an int unless "auto" (:class:`~.pull.PullOptions` checks it)
+    return pl.units_for(expected, machines, options.call_cost_s) if u == "auto" else cast(int, u)
 
 
 def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,

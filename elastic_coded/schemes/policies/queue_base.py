@@ -5,6 +5,7 @@ by.  Pure: no Ray.  :mod:`.queues` describes the rules."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 __all__ = ["_Base", "_Running"]
 
@@ -77,6 +78,10 @@ class _Base:
             d[u.position] = d.get(u.position, 0) + step
 
     _track_pieces = False   # keep :attr:`_pver` (the coded rules' backup candidates read it)
+    if TYPE_CHECKING:   # set by the queue that tracks pieces (:class:`.queues.CodedQueue`)
+        _barren: set = field(init=False)
+        _quiet: dict = field(init=False)
+        _napping: dict = field(init=False)
 
     def _bump(self, pieces) -> None:
         if not self._track_pieces:

@@ -65,7 +65,8 @@ class CodedQueue(_Base):
         self._napping: dict = {}   # m -> (until, losses, its version) after it got nothing
         self.stolen = self.backups = 0
         self.returned: set = set()
-        self._memo_key, self._memo = None, {}
+        self._memo_key: tuple | None = None
+        self._memo: dict = {}
         self._cands: dict = {}     # piece -> (its version, valid until, at, candidate)
         self._kept: dict = {}   # m -> (its version, valid until, finish times)
         self._due: dict = {}    # m -> (its version, when its started call is due)
@@ -319,7 +320,8 @@ class CodedQueue(_Base):
         out, until = None, math.inf
         if shape is not None:
             calls, k, unit, free, until = shape
-            ends, at = self._ends, {}
+            ends = self._ends
+            at: dict = {}
             for m, key, positions in calls:
                 t = ends(m, now)[1][key]
                 for p in positions:
@@ -340,7 +342,8 @@ class CodedQueue(_Base):
         if not calls or piece in self.complete:
             return None
         done = self.done.get(piece, set())
-        shape, used, first, until = [], set(), None, math.inf
+        used: set = set()
+        shape, first, until = [], None, math.inf
         for vk in calls:   # each call's units share its end
             mine = [u for u in self._calls[vk][1] if u.piece == piece]
             if mine:

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -155,8 +155,8 @@ def plan_storage(opts: UnifiedOptions, m: int, present, old: UnifiedStorage | No
             reason = f"N = {N} inputs do not fit the batches"
         elif old.q < opts.q and len(present) > old.design.K:
             reason = f"q back towards {opts.q}"
-    if reason is None:
-        return old, False
+    if reason is None:   # then there is an old storage (without one, the reason is "start")
+        return cast(UnifiedStorage, old), False
     design = _design(opts, m, len(present), N, fld)
     version = 0 if old is None else old.version + 1
     return UnifiedStorage(design, present, version, m, N, reason), True

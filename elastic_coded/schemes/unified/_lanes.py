@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _best_code(nb: int, d: int, sets: Sequence[tuple]) -> tuple[int, np.ndarray]
     """The candidate (Haar seeds ``0 .. SEARCH_SEEDS - 1``; for ``d = 2`` also
     :func:`_spread_pairs`) with the lowest worst Skeel condition over ``sets`` (``d`` batches
     each): the decode sets of a design whose Shuffle has no choice to make."""
-    best = None
+    best: tuple[float, int, np.ndarray] | None = None
     for seed, H in _candidates(nb, d, SEARCH_SEEDS):
         worst = 0.0
         for s in sets:
@@ -88,7 +89,8 @@ def _best_code(nb: int, d: int, sets: Sequence[tuple]) -> tuple[int, np.ndarray]
                 break
         if best is None or worst < best[0]:
             best = (worst, seed, H)
-    return best[1], best[2]
+    found = cast(tuple, best)   # there is always a candidate
+    return found[1], found[2]
 
 
 @dataclass(frozen=True, eq=False)

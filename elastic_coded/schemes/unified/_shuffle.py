@@ -7,11 +7,12 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, InternalError
-from ._lanes import complete, select
+from ._lanes import LaneCode, complete, select
 from ._params import _check_int, _check_n_divisible
 from ._storage import StorageDesign, _segment_multiple, rows_multiple
 from ._theory import LoadBreakdown, load_breakdown
@@ -150,7 +151,7 @@ def shuffle_plan(design: StorageDesign, fastest: Iterable[int], N: int) -> Shuff
         held = _received(transmissions, Q) if design.lanes is not None else None
         transmissions.extend(_unicast_round(design, th, Q, W, rows_by_S, held))
     values_sent = sum(t.size for t in transmissions)
-    decode_rows = ()
+    decode_rows: tuple[tuple[int, ...], ...] = ()
     if design.lanes is not None:
         got = _received(transmissions, Q)
         decode_rows = tuple(_decode_rows(design, k, got[k]) for k in Q)
@@ -220,7 +221,7 @@ def _decode_rows(design: StorageDesign, k: int, received: set) -> tuple[int, ...
     """Server ``k``'s ``m`` decode rows (real lane code): its own, then received rows that
     :func:`~._lanes.complete` picks, increasing."""
     local = tuple(design.server_rows[k])
-    rows = complete(design.lanes, set(local) | received, keep=local)
+    rows = complete(cast(LaneCode, design.lanes), set(local) | received, keep=local)  # real
     if rows is None:  # pragma: no cover - the plan delivers m lane-balanced rows
         raise InternalError(f"server {k}: the rows received do not decode")
     own = set(local)
@@ -231,13 +232,13 @@ def _lane_pick(design: StorageDesign, held: set, mine: list) -> list:
     """The unicast rows for one receiver (real lane code): per class of lanes, the candidate
     batches :func:`~._lanes.select` completes the batches ``held`` with (own and multicast
     rows), as ``(S, row)`` in the candidates' order."""
-    lanes, beta = design.lanes, design.batch_size
+    lanes, beta = cast(LaneCode, design.lanes), design.batch_size   # real: a lane code
     order: dict[int, tuple] = {}
     for S, row in mine:
         order.setdefault(row // beta, S)
     fixed = sorted({row // beta for row in held})
     cands = list(order)
-    picked = []
+    picked: list = []
     for d, cs in lanes.classes().items():
         for b in select(lanes.codes[d], fixed, cands, d - len(fixed)):
             picked.extend((cands.index(b), int(c), order[b], b * beta + int(c)) for c in cs)
@@ -323,7 +324,7 @@ def _check_decode_rows(design: StorageDesign, plan: ShufflePlan, held: dict) -> 
             if not set(rows) <= held[(k, o)]:
                 raise ArgumentError(f"plan: server {k} decodes output {o} from rows it lacks")
         try:
-            design.lanes.groups(rows)
+            cast(LaneCode, design.lanes).groups(rows)   # called for a real lane code
         except ValueError as exc:
             raise ArgumentError(f"plan: server {k}'s decode rows: {exc}") from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from fractions import Fraction
@@ -203,7 +203,7 @@ def _fixed_sets(K: int, mu: Fraction, q: int, batches, limit: int = 200) -> list
     return sets
 
 
-def decoding_rows(design: StorageDesign, available: Sequence[int]) -> list | None:
+def decoding_rows(design: StorageDesign, available: Iterable[int]) -> list | None:
     """``m`` of the coded rows ``available`` that decode, the systematic rows (``A``'s own) first,
     or ``None`` when they cannot.  Over a finite field any ``m`` distinct rows do (then by
     increasing row); over the reals the rows must be lane-balanced, and where a lane has more

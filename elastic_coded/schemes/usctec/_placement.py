@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> P
     K, N = L + S, len(ms)
     sizes = np.array(_cum_round(num_rows, [1.0] * N))
     # machine i stores the sets i-K+1 .. i (mod N)
-    need = sum(np.roll(sizes, j) for j in range(K))
+    need = cast(np.ndarray, sum(np.roll(sizes, j) for j in range(K)))  # K >= 1: an array
     if budgets is None:
         e = need / num_rows
     else:

@@ -179,7 +179,7 @@ def extend_placement(placement: Placement, machine: Hashable, budget: float
         take = min(spare, b.size)
         spare -= take
         moved.append((b.start, b.start + take, machine))
-        new_blocks[i] = None  # type: ignore[call-overload]
+        new_blocks[i] = None
         new_blocks.append(RowBlock(b.start, b.start + take,
                                    _sorted_holders(b.holders + (machine,))))
         if take < b.size:
