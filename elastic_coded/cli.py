@@ -1,7 +1,8 @@
 """Command line.  The CLI prints; the library logs.
 
 * ``elastic-coded run CONFIG.yaml [--json FILE] [--steps N] [--machines-per-process K]
-  [--quiet]``: run a job from a YAML config (:mod:`elastic_coded.config`), with progress on stderr and a summary table on stdout.
+  [--quiet]``: run a job from a YAML config (:mod:`elastic_coded.config`), with progress on
+  stderr and a summary table on stdout.
   Exit status 0; 1 when a step's product was wrong; 2 for something the user fixes (the config,
   an unwritable ``--json`` path, an unreachable ``ray.address``, too few machines), said in one
   line on stderr; 130 on Ctrl-C, after shutting the cluster down and printing the steps done.

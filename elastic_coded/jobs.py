@@ -271,6 +271,7 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
         elif cfg.job == "matmul":
             B = F.random((n, cfg.input_cols), rng)
         else:
+            assert x is not None  # a matvec job starts from a vector
             B = x if x.ndim == 2 else x[:, None]
         Y = cluster.multiply(B)
         res.steps_done += 1

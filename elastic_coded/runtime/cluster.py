@@ -47,6 +47,7 @@ from .hosting import kill, per_process
 from .operator import ClusterOperator, check_transpose, start_transposed
 from .report import ReportLog, StepReport, summarize_plan
 from .session import ensure_ray, stop
+from .tracing import Tracer, Tracing
 from .verifying import Verifier
 
 __all__ = ["ElasticCluster", "MachineSpec"]
@@ -98,9 +99,9 @@ class ElasticCluster:
     in units with coded backups, see :mod:`elastic_coded.schemes.policies.pull`), ``"usctec"``
     (the whole plan at once), ``"usctec-pull"``, the baselines ``"dynamic"``,
     ``"proportional"``, ``"cyclic"``, ``"uncoded"`` and ``"speculative"`` (all need ``L`` and
-    ``S``; options ``units``, ``chunks``, ``depth``, ``call_cost_s``), ``"unified"`` (options ``mu``, ``q``,
-    ``N``, ``grow``; ``K`` is the machines present) or ``"hetero"`` (``A`` a list of
-    matrices, one per master; options ``assignment``, ``a0``, ``u0``, ``a``, ``u``,
+    ``S``; options ``units``, ``chunks``, ``depth``, ``call_cost_s``), ``"unified"``
+    (options ``mu``, ``q``, ``N``, ``grow``; ``K`` is the machines present) or ``"hetero"``
+    (``A`` a list of matrices, one per master; options ``assignment``, ``a0``, ``u0``, ``a``, ``u``,
     ``capacity``).  Options are checked by the policy's typed dataclass.
 
     ``A``: an array, a path to an ``.npy`` file each worker reads its own rows from, a SciPy
@@ -129,7 +130,8 @@ class ElasticCluster:
 
     def __init__(self, A, policy: str = "usctec-auto", machines: Any = 8, *,
                  L: int | None = None, S: int | None = None, field: Any = "real", churn=None,
-                 options=None, run=None, verify=None, ray=None, report=None, **flat):
+                 options=None, run=None, verify=None, ray=None, report=None, trace=None,
+                 **flat):
         groups, rest = split_flat({"run": run, "verify": verify, "ray": ray, "report": report},
                                   flat)
         run, ray_opts, rep = groups["run"], groups["ray"], groups["report"]
@@ -137,7 +139,8 @@ class ElasticCluster:
         self.family = family_of(policy)
         if run.transpose:
             check_transpose(policy, self._fam.takes_LS)
-        self.transposed = None  # the cluster of A^T (transpose=True, :mod:`.operator`)
+        # the cluster of A^T (transpose=True, :mod:`.operator`)
+        self.transposed: ElasticCluster | None = None
         self.options = parse_options(policy, {**_option_fields(options), **rest})
         if self._fam.takes_LS:
             if L is None or S is None:
@@ -160,7 +163,8 @@ class ElasticCluster:
         self._crash_idle: list[str] = []
         self._handles: dict = {}
         self._prefetch: dict = {}
-        self._untold = None  # the last step's measurements, until a request carries them
+        # the last step's measurements, until a request carries them
+        self._untold: StepMeasured | None = None
         self._plans: dict = {}  # the plans held, by serial number (:meth:`_received`)
         self._summarized: tuple = (None, None)
         self._epoch = 0
@@ -171,6 +175,8 @@ class ElasticCluster:
         self._ever: set = set()  # every machine id the cluster has had (churn events name them)
         self._uid, self._adds = mem.new_uid(), 0  # names of the processes adds open
         self._closed = False
+        self._tracer: Tracer | None = Tracer(trace) if trace is not None else None
+        self._marks: tuple = ()
         self._unified = UnifiedCache()  # Shuffle plans and the stored design (unified)
         self._pull_rate: float | None = None  # measured by the last pull step at real speed
         self._pull_lag = 0.0  # what the last coded pull step's calls took beyond their work
@@ -348,17 +354,20 @@ class ElasticCluster:
             self._ctrl("mark_dead", dead)
         t0 = time.perf_counter()
         prep, S_override = self._prepare(policy, n_cols)
+        t_prep = time.perf_counter()
         if S_override is None and self._fam.prefetches:
             self._ask_ahead(policy, n_cols)
         try:
             ctx = self._context(policy, n_cols)
             Y, out = run_step(ctx, X, ev, prep)
+            t_ran = time.perf_counter()
             self._pull_rate = out.pull_rate or self._pull_rate
             self._pull_lag = self._pull_lag if out.pull_lag is None else out.pull_lag
             inputs.check_finite(self.F, Y)
             Y = inputs.unscale(self._verifier.verify(ctx, X, Y, out, prep), k)
             inputs.check_finite(self.F, Y)
             self._verifier.last = inputs.unscale_verdict(self._verifier.last, k)
+            self._marks = (t0, t_prep, t_ran, time.perf_counter())
         except BaseException:
             self._epoch += 1  # the step failed: plan it afresh, not from the plan asked ahead
             raise
@@ -535,6 +544,9 @@ class ElasticCluster:
         self._untold = StepMeasured(policy, measured, report.t_total, out.t_decode,
                                     len(stragglers), g.slowest)
         self.reports.append(report)
+        if self._tracer is not None:
+            self._tracer.step(report, out, self._marks + (t_end,), self._handles, self._specs,
+                              self._mode)
         self._step += 1
         self._present = [m for m in prep.speeds if m not in gone]
         mem.forget(self, gone)  # out of every driver-side table, now
@@ -559,13 +571,26 @@ class ElasticCluster:
         return ClusterOperator(self)
 
     # -- lifecycle --------------------------------------------------------------------------------
+    def trace(self, path) -> Tracing:
+        """Write a trace of the steps from now on to ``path`` (:mod:`.trace`; Perfetto opens
+        it), until the returned handle's ``close()``, the end of its ``with`` block, or the
+        cluster's shutdown.  A trace already being written ends here."""
+        if self._tracer is not None:
+            self._tracer.close()
+        self._tracer = Tracer(path)
+        return Tracing(self)
+
     def shutdown(self) -> None:
-        """Stop the workers and the controller (and the embedded Ray, if this cluster started it)."""
+        """Stop the workers and the controller (and the embedded Ray, if this cluster started
+        it)."""
         if self._closed:
             return
         self._closed = True
-        if getattr(self, "transposed", None) is not None:
-            self.transposed.shutdown()
+        tracer, transposed = getattr(self, "_tracer", None), getattr(self, "transposed", None)
+        if tracer is not None:
+            tracer.close()
+        if transposed is not None:
+            transposed.shutdown()
         for _, _, ref in getattr(self, "_prefetch", {}).values():
             try:  # collect plans asked for ahead, so that none fails unobserved
                 ray.get(ref, timeout=10)

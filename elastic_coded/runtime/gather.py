@@ -20,7 +20,22 @@ from ..schemes.wire import Call, CallResult, packed, result_of
 from .drain import is_preempted
 from .hosting import MachineHandle
 
-__all__ = ["Gather", "QuorumCollector", "cancel", "Share"]
+__all__ = ["Gather", "QuorumCollector", "cancel", "Share", "CallRecord"]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call of a step as it ended (the trace's span of it): ``sent`` and ``ended`` are the
+    driver's ``perf_counter`` when it was dispatched and when its end was seen; ``out`` the
+    machine's answer (``None`` for a call failed or cancelled)."""
+
+    machine: str
+    kind: str
+    call: Call
+    sent: float
+    ended: float
+    outcome: str
+    out: CallResult | None = None
 
 
 def _consume(fut) -> None:
@@ -93,7 +108,7 @@ class Gather:
 
     inputs: list
     handles: dict
-    collector: object
+    collector: Any  # a QuorumCollector, or a scheme's (LagrangeCollector, ...)
     on_lost: Callable
     backup: Callable | None = None
     pending: dict = field(default_factory=dict)
@@ -127,6 +142,27 @@ class Gather:
     """Per machine, its first finished call's time from sent to taken minus the machine's busy
     time: what every call pays beside the machine (dispatch, the host's delays, the result's
     way back)."""
+    calls: list = field(default_factory=list)
+    """Every call of the step as it ended: :class:`CallRecord` s (for the trace)."""
+    kind: str = "call"
+    """What the calls dispatched now are: ``"call"``, ``"backup"`` or ``"repair"``."""
+    t_start: float = 0.0
+    """When the gather began waiting (``perf_counter``); ``t_end``: when it stopped."""
+    t_end: float = 0.0
+    _sent: dict[Any, tuple[str, str, Call, float]] = field(default_factory=dict)
+
+    def sent(self, key, machine, call: Call, now: float) -> None:
+        """Note a call dispatched (``key``: its ObjectRef or :class:`Share`)."""
+        self._sent[key] = (machine, self.kind, call, now)
+
+    def note(self, key, outcome: str, out: CallResult | None = None) -> None:
+        """Note how the call ``key`` ended: ``"used"``, ``"late"`` (its result was not
+        needed), ``"failed"`` or ``"cancelled"``."""
+        rec = self._sent.pop(key, None)
+        if rec is not None:
+            machine, kind, call, sent = rec
+            self.calls.append(CallRecord(machine, kind, call, sent, time.perf_counter(), outcome,
+                                         out))
 
     def dispatch_many(self, entries: list) -> None:
         """Dispatch ``[(machine, handle, Call), ...]`` with one Ray call per worker process:
@@ -157,6 +193,7 @@ class Gather:
             for m, _, call in group:
                 shares[m] = share = Share(gen, m)
                 self.pending[share] = (m, call, now)
+                self.sent(share, m, call, now)
                 self._count(call)
 
     def dispatch(self, machine, handle, call: Call):
@@ -169,7 +206,9 @@ class Gather:
             ref = h.compute_packed.remote(payload, *refs)
         else:
             ref = h.compute.remote(_renumbered(call, used), *[self.inputs[a] for a in used])
-        self.pending[ref] = (machine, call, time.perf_counter())
+        now = time.perf_counter()
+        self.pending[ref] = (machine, call, now)
+        self.sent(ref, machine, call, now)
         self.singles.add(ref)
         self._count(call)
         return ref
@@ -199,6 +238,7 @@ class Gather:
     def run(self, next_backup_s: Callable | None = None) -> None:
         """Gather until the collector is complete (raises if results run out first)."""
         self.t_last = time.perf_counter()
+        self.t_start = self.t_start or self.t_last
         c = self.collector
         try:
             while not c.done:
@@ -211,17 +251,21 @@ class Gather:
                 timeout = next_backup_s() if next_backup_s is not None else None
                 waits = [r for r in self.singles if r in self.pending]
                 ready, _ = ray.wait(waits + list(self.streams), num_returns=1, timeout=timeout)
-                if not ready:
-                    for m, h, call in self.backup(time.perf_counter()):
+                if not ready:  # a timeout: only asked for with backups on
+                    self.kind = "backup"
+                    for m, h, call in self.backup(time.perf_counter()) if self.backup else ():
                         self.dispatch(m, h, call)
                         self.backups += 1
+                    self.kind = "call"
                     continue
                 if ready[0] in self.streams:
                     self._take_stream(ready[0])
                 else:
                     self._take(ready[0])
         finally:
+            self.t_end = time.perf_counter()
             for r in self.pending:
+                self.note(r, "cancelled")
                 if not isinstance(r, Share):
                     cancel(r)
             for gen in self.streams:
@@ -261,10 +305,13 @@ class Gather:
 
     def _lost(self, key, preempted: bool = False) -> None:
         machine, call, _ = self.pending.pop(key)
+        self.note(key, "failed")
         self.singles.discard(key)
         (self.preempted if preempted else self.failed).append(machine)
+        self.kind = "repair"
         for m2, h2, call2 in self.on_lost(machine, call):
             self.dispatch(m2, h2, call2)
+        self.kind = "call"
 
     def _got(self, key, out: CallResult) -> None:
         machine, call, t_sent = self.pending.pop(key)
@@ -279,6 +326,7 @@ class Gather:
             useful = False
             for task, H in zip(call.tasks, out.results):
                 useful |= c.add(machine, task, H)
+        self.note(key, "used" if useful else "late", out)
         if useful:
             self.slowest = max(self.slowest, out.elapsed_s)
             self.t_last = time.perf_counter()

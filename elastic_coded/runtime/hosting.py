@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any, cast
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -31,7 +32,7 @@ from ..schemes.wire import BatchItem, packed_result, unpacked
 from .worker import Machine, MachineDied
 
 __all__ = ["Worker", "MachineHandle", "MachineDied", "HostPool", "kill", "kill_process",
-           "per_process", "reclaim", "orphans"]
+           "clock_offset", "per_process", "reclaim", "orphans"]
 
 #: a machine's methods callable through its handle
 METHODS = frozenset({"ping", "store_chunks", "store_npy", "keep_only", "drop_sources",
@@ -123,12 +124,17 @@ class Worker:
         """The machines alive here."""
         return tuple(i for i, m in self.machines.items() if m.dead is None)
 
+    async def clock(self) -> float:
+        """This process's wall clock (``time.time()``), to line up its times with the
+        driver's (:func:`clock_offset`)."""
+        return time.time()
+
 
 @dataclass(frozen=True)
 class MachineHandle:
     """A machine, reached through its worker process (used like an actor handle)."""
 
-    host: object
+    host: Any  # the worker process's Ray actor handle
     machine: str
 
     def __getattr__(self, name: str):
@@ -139,12 +145,27 @@ class MachineHandle:
 
 @dataclass(frozen=True)
 class _Method:
-    host: object
+    host: Any
     machine: str
     name: str
 
     def remote(self, *args):
         return self.host.call.remote(self.machine, self.name, *args)
+
+
+def clock_offset(handle, timeout: float = 5.0) -> float:
+    """The wall clock of ``handle``'s worker process minus the caller's, in seconds, measured
+    once by a round trip (its midpoint taken for the moment the process read its clock); 0 for
+    a machine not hosted in a worker process, or one that does not answer."""
+    host = getattr(handle, "host", None)
+    if host is None:
+        return 0.0
+    t0 = time.time()
+    try:
+        theirs = ray.get(host.clock.remote(), timeout=timeout)
+    except Exception:  # dead or slow: its spans keep the driver's clock
+        return 0.0
+    return float(theirs) - (t0 + time.time()) / 2
 
 
 def kill(handle) -> None:
@@ -184,14 +205,14 @@ class HostPool:
         key = next((k for k, (_, n, ms) in self.hosts.items()
                     if n == node and len(ms) < self.per), None)
         if key is None:
-            opts = {} if node is None else {
+            opts: dict[str, Any] = {} if node is None else {
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
             if prefix is not None:
                 opts["name"] = f"{prefix}-{self._named.get(prefix, 0)}"
                 self._named[prefix] = self._named.get(prefix, 0) + 1
             # detached: it outlives the controller that started it (the driver replaces a dead
             # controller, and the shutdown stops every worker)
-            h = Worker.options(lifetime="detached", **opts).remote()
+            h = cast(Any, Worker).options(lifetime="detached", **opts).remote()  # Ray's remote
             key = h._actor_id.hex()
             self.hosts[key] = (h, node, set())
         h, _, ms = self.hosts[key]

@@ -255,7 +255,7 @@ class ReportLog:
         if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                    or window < 1):
             raise ArgumentError(f"report_window: {window!r} must be an int >= 1 or None")
-        self._kept = deque(maxlen=window)
+        self._kept: deque = deque(maxlen=window)
         self._tot: list[float] = []
         self._over: list[float] = []
         self._counts = {k: 0 for k in _COUNTS}

@@ -1,5 +1,5 @@
 """The cluster's settings groups (no Ray): one set of defaults and checks, every setting
-reachable from YAML one to one, the flat keywords mapped onto the groups, at most 12 named
+reachable from YAML one to one, the flat keywords mapped onto the groups, at most 13 named
 parameters on the cluster."""
 
 import dataclasses
@@ -63,17 +63,17 @@ def test_every_flat_keyword_sets_its_group_field_and_no_two_share_one():
         assert rest == {} and getattr(groups[group], fld) == OTHER[group][fld]
 
 
-def test_the_cluster_takes_at_most_12_named_parameters_and_every_group():
+def test_the_cluster_takes_at_most_13_named_parameters_and_every_group():
     from elastic_coded.runtime import ElasticCluster
 
     params = inspect.signature(ElasticCluster).parameters.values()
     named = [p.name for p in params if p.kind is not p.VAR_KEYWORD]
-    assert len(named) <= 12 and set(GROUPS) <= set(named)
+    assert len(named) <= 13 and set(GROUPS) <= set(named)
     assert named[:3] == ["A", "policy", "machines"]
     for p in params:  # each named parameter is a YAML key or the matrix itself
         if p.kind is not p.VAR_KEYWORD and p.name != "A":
             assert p.name in {"policy", "machines", "L", "S", "field", "churn", "options",
-                              *GROUPS}
+                              "trace", *GROUPS}
 
 
 @settings(max_examples=60, deadline=None)

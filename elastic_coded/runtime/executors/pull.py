@@ -3,9 +3,10 @@ with stragglers, otherwise it dispatches a whole plan, see :func:`_run_whole`) a
 ``dynamic`` baseline on the one runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
 
 Every machine keeps ``depth`` units in flight (the next waits on the machine while one
-computes); each result is filed into the :class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`
-and the machine is given its next unit.  When a piece decodes, its units still running are
-cancelled, so their machines move on.  A machine that dies gives its units back to the queue;
+computes); each result is filed into the
+:class:`~elastic_coded.schemes.policies.collect.LagrangeCollector` and the machine is given
+its next unit.  When a piece decodes, its units still running are cancelled, so their machines
+move on.  A machine that dies gives its units back to the queue;
 rows no live machine stores are re-planned by the controller (its ``recover``).  While machines
 sit idle, the driver wakes every ``tick`` seconds so a coded backup can start once a unit is
 overdue.
@@ -167,7 +168,7 @@ class _Loop:
 
     def run(self) -> None:
         g, col = self.g, self.col
-        g.t_last = time.perf_counter()
+        g.t_last = g.t_start = time.perf_counter()
         try:
             self._fill_all()
             while not col.done:
@@ -183,6 +184,7 @@ class _Loop:
                         self._take(ref)
                 self._fill_all()
         finally:
+            g.t_end = time.perf_counter()
             for ref in list(g.pending):
                 cancel(ref)
                 self._forget(ref, time.perf_counter())
@@ -221,9 +223,11 @@ class _Loop:
         try:
             out = result_of(ray.get(ref))
         except ray.exceptions.TaskCancelledError:
+            g.note(ref, "cancelled")
             self.q.dropped(m, ref, now)
             return
         except ray.exceptions.RayActorError as exc:
+            g.note(ref, "failed")
             self._lost(m, is_preempted(exc))
             return
         # the machine's busy time (paced, when emulated), as its measured speed: on a crowded
@@ -235,6 +239,7 @@ class _Loop:
         useful = False
         for task, H in zip(call.tasks, out.results):
             useful |= self.col.add(m, task, H)
+        g.note(ref, "used" if useful else "late", out)
         if not useful:
             g.wasted += out.products
             return
@@ -264,6 +269,7 @@ class _Loop:
         entry = g.pending.pop(ref, None)
         if entry is None:
             return
+        g.note(ref, "cancelled")
         m, call, _ = entry
         if started is None:
             started = self.q.started(m, ref)
@@ -280,6 +286,7 @@ class _Loop:
         (g.preempted if preempted else g.failed).append(m)
         for ref in [r for r, (mm, _, _) in g.pending.items() if mm == m]:
             g.pending.pop(ref)
+            g.note(ref, "failed")
             cancel(ref)  # its error is consumed when it comes, not printed as unhandled
         self.q.lost(m)
         self.ctx.ctrl.mark_dead([m])
@@ -297,6 +304,8 @@ class _Loop:
                 lost += [TaskSpec("A", rows, p, None, pi, p) for p in range(self.col.code.K)
                          if p not in have][:self.col.plan.L - len(have)]
         self.q.orphans.clear()
+        self.g.kind = "repair"
         for re in self.ctx.ctrl.recover(lost, []):
             self.ctx.handles[re.machine] = re.handle
             self.g.dispatch(re.machine, re.handle, Call(self.ctx.step, re.tasks, self.total))
+        self.g.kind = "call"

@@ -2,12 +2,12 @@
 ``proportional``, ``cyclic``, ``uncoded`` and ``speculative``.
 
 Every machine gets its whole share of the plan at once, in one Ray call per worker process
-(:meth:`~elastic_coded.runtime.gather.Gather.dispatch_many`); each piece decodes from its first ``L``
-positions (:class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`).  The work of a
-machine that dies is re-planned on live holders of its rows (the controller's ``recover``).  A
-call still running ``speculation`` (``speculative``) or ``deadline`` times the median completed
-call's time gets a backup copy of each task still needed on the least busy other machine
-storing its rows.
+(:meth:`~elastic_coded.runtime.gather.Gather.dispatch_many`); each piece decodes from its
+first ``L`` positions (:class:`~elastic_coded.schemes.policies.collect.LagrangeCollector`).
+The work of a machine that dies is re-planned on live holders of its rows (the controller's
+``recover``).  A call still running ``speculation`` (``speculative``) or ``deadline`` times the
+median completed call's time gets a backup copy of each task still needed on the least busy
+other machine storing its rows.
 """
 
 from __future__ import annotations
