@@ -21,6 +21,7 @@ import re
 import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 from .errors import ArgumentError
 
@@ -140,7 +141,8 @@ def _job_error(exc: Exception, cfg) -> str | None:
 
 
 def _run(args) -> int:
-    from .jobs import JobInterrupted, Progress, run_job
+    from .jobs import JobInterrupted, run_job
+    from .progress import make_progress
 
     try:
         cfg = _run_config(args)
@@ -154,7 +156,13 @@ def _run(args) -> int:
     print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy} ({code}), "
           f"field {cfg.field}", file=sys.stderr)
     print(_starting(cfg), file=sys.stderr, flush=True)
-    progress = None if args.quiet else Progress(cfg.steps)
+    try:
+        if args.trace:
+            _check_output("trace", args.trace)
+        progress = make_progress("none" if args.quiet else args.progress, cfg.steps)
+    except (ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
 
     def ready(cluster) -> None:
@@ -164,7 +172,7 @@ def _run(args) -> int:
             progress.t0 = time.perf_counter()
 
     try:
-        res = run_job(cfg, on_step=progress, on_ready=ready)
+        res = run_job(cfg, on_step=progress, on_ready=ready, trace=args.trace)
     except JobInterrupted as exc:
         if progress is not None:
             progress.close()
@@ -361,6 +369,43 @@ def _tradeoff(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# elastic-coded plot
+# ------------------------------------------------------------------------------------------------
+
+def _add_plot_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plot", help="plot a run from its reports (run --json FILE)",
+        description="Step times with the churn marked, machines present, redundancy and a "
+                    "Gantt chart of the slowest step (from --trace) into one PNG.")
+    p.add_argument("reports", nargs="?", help="a run's reports (elastic-coded run --json FILE)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="the PNG to write")
+    p.add_argument("--trace", metavar="FILE", help="the run's trace, for the Gantt chart")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                   help="two runs' reports side by side (e.g. two policies on one churn script)")
+    p.set_defaults(func=_plot)
+
+
+def _plot(args) -> int:
+    from .plot import load_reports, plot_run
+
+    if (args.reports is None) == (args.compare is None):
+        print("error: plot: give one reports file, or --compare A.json B.json",
+              file=sys.stderr)
+        return 2
+    paths = [args.reports] if args.compare is None else list(args.compare)
+    try:
+        _check_output("output", args.output)
+        runs = [load_reports(p) for p in paths]
+        traces = [args.trace] + [None] * (len(runs) - 1)
+        out = plot_run(runs, args.output, traces, labels=[Path(p).stem for p in paths])
+    except (ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"plot written to {out}", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
 # entry point
 # ------------------------------------------------------------------------------------------------
 
@@ -376,8 +421,15 @@ def main(argv=None) -> int:
                      help="machines sharing one worker process (overrides the config's "
                           "machines_per_process)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
+                     help="the progress display: rich (a live view), plain lines (for logs), "
+                          "none; auto (the default): rich on a terminal, else plain")
+    run.add_argument("--trace", metavar="FILE",
+                     help="write a timeline of every step (Chrome trace format: open it in "
+                          "ui.perfetto.dev or chrome://tracing)")
     run.set_defaults(func=_run)
     _add_tradeoff_parser(sub)
+    _add_plot_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

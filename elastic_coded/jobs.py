@@ -201,10 +201,11 @@ class JobInterrupted(KeyboardInterrupt):
 
 
 def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
-            on_ready: Callable | None = None) -> JobResult:
+            on_ready: Callable | None = None, trace=None) -> JobResult:
     """Run ``cfg``'s job for ``cfg.steps`` steps and check every step against the direct
     product.  ``cluster``: an existing cluster to use (else one is made and shut down).
     ``on_step(step, report)`` follows each step; ``on_ready(cluster)`` once the cluster is up.
+    ``trace``: a file for the trace of every step (:mod:`.runtime.trace`).
     Ctrl-C raises :class:`JobInterrupted` with the steps done, after the shutdown."""
     import ray
 
@@ -217,7 +218,10 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
     own, ray_was_up, interrupted = cluster is None, ray.is_initialized(), False
     try:
         if own:
-            cluster = ElasticCluster(prob["A"], cfg.policy, **cluster_kwargs(cfg, F))
+            cluster = ElasticCluster(prob["A"], cfg.policy, trace=trace,
+                                     **cluster_kwargs(cfg, F))
+        elif trace is not None:
+            cluster.trace(trace)
         if on_ready is not None:
             on_ready(cluster)
         if cfg.job == "pagerank":
