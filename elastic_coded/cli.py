@@ -377,7 +377,8 @@ def _add_plot_parser(subparsers) -> None:
         "plot", help="plot a run from its reports (run --json FILE)",
         description="Step times with the churn marked, machines present, redundancy and a "
                     "Gantt chart of the slowest step (from --trace) into one PNG.")
-    p.add_argument("reports", nargs="?", help="a run's reports (elastic-coded run --json FILE)")
+    p.add_argument("reports", nargs="?", help="a run's reports (elastic-coded run --json FILE); "
+                   "without them, --trace FILE alone draws the trace's last steps")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="the PNG to write")
     p.add_argument("--trace", metavar="FILE", help="the run's trace, for the Gantt chart")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
@@ -386,8 +387,17 @@ def _add_plot_parser(subparsers) -> None:
 
 
 def _plot(args) -> int:
-    from .plot import load_reports, plot_run
+    from .plot import load_reports, plot_run, plot_trace
 
+    if args.reports is None and args.compare is None and args.trace is not None:
+        try:  # a trace alone: its last steps' timeline
+            _check_output("output", args.output)
+            out = plot_trace(args.trace, args.output)
+        except (ValueError, ImportError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"plot written to {out}", file=sys.stderr)
+        return 0
     if (args.reports is None) == (args.compare is None):
         print("error: plot: give one reports file, or --compare A.json B.json",
               file=sys.stderr)

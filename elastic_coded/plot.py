@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import ArgumentError, MissingDependency
 
-__all__ = ["load_reports", "plot_run"]
+__all__ = ["load_reports", "plot_run", "plot_trace", "timeline"]
 
 #: the colours of a call's outcome in the Gantt chart
 OUTCOME_COLOURS = {"compute": "tab:green", "late": "tab:orange", "cancelled": "tab:gray",
@@ -123,16 +123,22 @@ def _gantt(ax, reports: list, trace) -> None:
         return
     from .runtime.trace import load_trace
 
-    events = load_trace(trace)
-    spans = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get("step")
-             == slow["step"]]
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e.get("name") == "thread_name"}
-    if not spans:
+    if not timeline(ax, load_trace(trace), {slow["step"]}):
         ax.text(0.5, 0.5, f"the trace holds no step {slow['step']}", ha="center",
                 transform=ax.transAxes)
         ax.set_axis_off()
         return
+    ax.set_title(title)
+
+
+def timeline(ax, events: list, steps: set) -> bool:
+    """Draw the spans of ``steps`` from a trace's ``events``, one row per track, as a viewer
+    shows them; ``False`` when the trace holds none of them."""
+    spans = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get("step") in steps]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("name") == "thread_name"}
+    if not spans:
+        return False
     t0 = min(e["ts"] for e in spans)
     tracks = sorted({(e["pid"], e["tid"]) for e in spans})
     for y, track in enumerate(tracks):
@@ -144,9 +150,17 @@ def _gantt(ax, reports: list, trace) -> None:
             ax.barh(y, e["dur"] / 1e3, left=(e["ts"] - t0) / 1e3, height=0.7, color=colour,
                     alpha=0.85 if e.get("args", {}).get("kind", "call") == "call" else 0.5,
                     edgecolor="black", lw=0.3)
+    row = {t: y for y, t in enumerate(tracks)}
+    for e in events:  # joins, crashes, liars...: a marker and its name on the track
+        if e.get("ph") == "i" and e.get("args", {}).get("step") in steps \
+                and (e["pid"], e["tid"]) in row:
+            x, y = (e["ts"] - t0) / 1e3, row[(e["pid"], e["tid"])]
+            ax.plot(x, y, marker="v", color="red", ms=7)
+            ax.annotate(e["name"], (x, y), xytext=(4, -9), textcoords="offset points",
+                        fontsize=7, color="red")
     ax.set_yticks(range(len(tracks)), [names.get(t, str(t)) for t in tracks], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("ms from the step's start")
+    ax.set_xlabel("ms from the step's start" if len(steps) == 1 else "ms")
     from matplotlib.patches import Patch
 
     seen = {e["name"] for e in spans}
@@ -154,4 +168,26 @@ def _gantt(ax, reports: list, trace) -> None:
                **{k: v for k, v in OUTCOME_COLOURS.items() if k in seen}}
     ax.legend(handles=[Patch(color=c, label=n) for n, c in colours.items()], fontsize=7,
               loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(title)
+    return True
+
+
+def plot_trace(trace, out, steps: set | None = None) -> Path:
+    """Draw a trace's timeline (``steps``, default: the last three) into the PNG ``out``."""
+    from .runtime.trace import load_trace
+
+    plt = _pyplot()
+    events = load_trace(trace)
+    have = sorted({e["args"]["step"] for e in events if e.get("ph") == "X"
+                   and "step" in e.get("args", {})})
+    steps = set(have[-3:]) if steps is None else steps
+    tracks = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name"}
+    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.28 * len(tracks)))
+    if not timeline(ax, events, steps):
+        plt.close(fig)
+        raise ArgumentError(f"trace: {str(trace)!r} holds none of the steps {sorted(steps)}")
+    ax.set_title(f"trace of steps {', '.join(map(str, sorted(steps)))}: one row per track "
+                 f"(the driver, the controller, each machine)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return Path(out)

@@ -27,6 +27,9 @@ This module holds no Ray: the cluster hands it each step's records (:class:`Step
 from __future__ import annotations
 
 import json
+import logging
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,8 @@ from pathlib import Path
 from ..errors import ArgumentError
 
 __all__ = ["Trace", "StepTimes", "load_trace", "check_trace"]
+
+log = logging.getLogger(__name__)
 
 DRIVER_PID = 0
 DRIVER_TID, CONTROLLER_TID = 0, 1
@@ -88,7 +93,12 @@ class Trace:
         self._tids: dict = {}    # machine -> (pid, tid)
         self.steps = 0
         self.events = 0
-        self.cost_s = 0.0        # the time spent building and writing events
+        self.cost_s = 0.0        # the writer thread's CPU time building and writing events
+        self.handed_s = 0.0      # the driver's: handing each step to it
+        self._q: queue.Queue = queue.Queue()
+        self._writer = threading.Thread(target=self._drain, name="elastic-coded-trace",
+                                        daemon=True)
+        self._writer.start()
         self._emit([{"name": "process_name", "ph": "M", "pid": DRIVER_PID, "tid": 0,
                      "args": {"name": "driver"}},
                     {"name": "process_sort_index", "ph": "M", "pid": DRIVER_PID, "tid": 0,
@@ -103,10 +113,13 @@ class Trace:
         return self._f.closed
 
     def _emit(self, events: list) -> None:
+        """Write ``events``: dicts, or strings already JSON (a call's span, :meth:`_calls`)."""
         if not events:
             return
-        text = ",\n".join(json.dumps(e, separators=(",", ":")) for e in events)
-        self._f.write(("\n" if self._first else ",\n") + text)
+        dicts = [e for e in events if not isinstance(e, str)]
+        parts = [json.dumps(dicts, separators=(",", ":"))[1:-1]] if dicts else []
+        parts += [e for e in events if isinstance(e, str)]
+        self._f.write(("\n" if self._first else ",\n") + ",\n".join(parts))
         self._first = False
         self.events += len(events)
 
@@ -132,10 +145,32 @@ class Trace:
         return pid, tid
 
     def step(self, report, times: StepTimes) -> None:
-        """Write one step: its driver phases, its calls and its events, then flush."""
+        """Hand one step to the writer thread, which writes its driver phases, its calls and
+        its events, then flushes the file: the step does not wait for it."""
         if self.closed:
             return
         t = time.perf_counter()
+        self._q.put((report, times))
+        self.handed_s += time.perf_counter() - t
+
+    def flush(self) -> None:
+        """Wait until every step handed over is in the file."""
+        self._q.join()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._q.get()
+            try:
+                if item is None:
+                    return
+                self._write(*item)
+            except Exception as exc:  # a trace never stops a run
+                log.warning("trace: step not written: %s", exc)
+            finally:
+                self._q.task_done()
+
+    def _write(self, report, times: StepTimes) -> None:
+        t = time.thread_time()  # its CPU: waits for the GIL are not its cost
         base = {"step": report.step, "policy": report.policy, "mode": times.mode}
         events = self._driver(report, times, base)
         events += self._calls(times, base)
@@ -143,7 +178,7 @@ class Trace:
         self._emit(events)
         self._f.flush()
         self.steps += 1
-        self.cost_s += time.perf_counter() - t
+        self.cost_s += time.thread_time() - t
 
     def _driver(self, report, times: StepTimes, base: dict) -> list:
         us = self._us
@@ -161,34 +196,45 @@ class Trace:
         return out
 
     def _calls(self, times: StepTimes, base: dict) -> list:
+        """The calls' spans, as JSON text made here (a step at scale has hundreds: a dict and
+        ``json.dumps`` each cost several times more)."""
         spans: dict = {}
         for r in times.calls:
             spans.setdefault(r.machine, []).append(self._call_span(r, times))
+        head = json.dumps(base, separators=(",", ":"))[:-1]  # '{"step":..,"mode":..'
         out = []
-        for m, lst in spans.items():
+        for i, (m, lst) in enumerate(spans.items()):
+            if i % 16 == 15:  # let the driver take the GIL back at once when it needs it
+                time.sleep(0)
             pid, tid = self._track(m, times.where)
             end = None
             for name, a, b, args in sorted(lst, key=lambda x: x[1]):
                 a = a if end is None else max(a, end)  # one machine computes a call at a time
                 b = max(a, b)
-                out.append(_span(name, a, b - a, pid, tid, {**base, **args}, cat="call"))
+                out.append(f'{{"name":"{name}","cat":"call","ph":"X","ts":{a:.3f},'
+                           f'"dur":{b - a:.3f},"pid":{pid},"tid":{tid},"args":{head},{args}}}}}')
                 end = b
         return out
 
     def _call_span(self, r, times: StepTimes) -> tuple:
-        """``(name, start µs, end µs, args)`` of one call on its machine's track."""
+        """``(name, start µs, end µs, args)`` of one call on its machine's track, ``args``
+        the JSON of its own arguments (without the braces)."""
         tasks = r.call.tasks
-        args = {"kind": r.kind, "outcome": r.outcome,
-                "pieces": sorted({t.piece for t in tasks}),
-                "rows": [list(t.rows) for t in tasks][:8], "tasks": len(tasks)}
+        pieces = sorted({t.piece for t in tasks}) if len(tasks) > 1 else \
+            [t.piece for t in tasks]
+        rows = ",".join(f"[{t.rows[0]},{t.rows[1]}]" for t in tasks[:8])
+        args = (f'"kind":"{r.kind}","outcome":"{r.outcome}","pieces":'
+                f'[{",".join(map(str, pieces))}],"rows":[{rows}],"tasks":{len(tasks)}')
         if r.out is None:  # failed or cancelled: from when it was sent to when it was seen
             return r.outcome, self._us(r.sent), self._us(r.ended), args
+        o = r.out
         off = times.offsets.get(times.where.get(r.machine, (None,))[0], 0.0)
-        end = (r.out.finished - off - self._wall0) * 1e6 if r.out.finished else self._us(r.ended)
+        end = (o.finished - off - self._wall0) * 1e6 if o.finished else self._us(r.ended)
         end = min(end, self._us(r.ended))  # never after the driver saw it
-        start = max(end - r.out.elapsed_s * 1e6, self._us(r.sent))
-        args.update(products=r.out.products, elapsed_s=r.out.elapsed_s,
-                    paced_s=r.out.paced_s, compute_s=r.out.compute_s)
+        start = max(end - o.elapsed_s * 1e6, self._us(r.sent))
+        paced = "null" if o.paced_s is None else f"{o.paced_s:.6g}"
+        args += (f',"products":{int(o.products)},"elapsed_s":{o.elapsed_s:.6g},'
+                 f'"paced_s":{paced},"compute_s":{o.compute_s:.6g}')
         return ("compute" if r.outcome == "used" else r.outcome), start, end, args
 
     def _instants(self, report, times: StepTimes, base: dict) -> list:
@@ -208,7 +254,10 @@ class Trace:
         return out
 
     def close(self) -> None:
+        """Write what is handed over, close the array and the file."""
         if not self.closed:
+            self._q.put(None)
+            self._writer.join()
             self._f.write("\n]\n")
             self._f.close()
 
