@@ -72,7 +72,7 @@ def test_a_trace_cut_short_still_loads(tmp_path):
     tr = Trace(path)
     t0 = time.perf_counter()
     tr.step(_report(0), _times(t0, [_call("m0", (0, 10), t0 + 0.006, t0 + 0.02, "used")]))
-    tr._f.flush()  # the process dies here: no close, no closing bracket
+    tr.flush()  # the process dies here: no close, no closing bracket
     events = load_trace(path)
     assert check_trace(events) == [] and any(e["name"] == "step 0" for e in events)
     tr.close()
