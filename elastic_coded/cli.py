@@ -159,6 +159,8 @@ def _run(args) -> int:
     try:
         if args.trace:
             _check_output("trace", args.trace)
+        if args.checkpoint:
+            _resuming(cfg, args)
         progress = make_progress("none" if args.quiet else args.progress, cfg.steps)
     except (ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -172,7 +174,8 @@ def _run(args) -> int:
             progress.t0 = time.perf_counter()
 
     try:
-        res = run_job(cfg, on_step=progress, on_ready=ready, trace=args.trace)
+        res = run_job(cfg, on_step=progress, on_ready=ready, trace=args.trace,
+                      checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
     except JobInterrupted as exc:
         if progress is not None:
             progress.close()
@@ -195,6 +198,18 @@ def _run(args) -> int:
         return 2
     ok = (not cfg.check) or res.exact_steps == res.steps_done
     return 0 if ok and res.extra.get("converged", True) else 1
+
+
+def _resuming(cfg, args) -> None:
+    """Say whether the run resumes from a checkpoint (refusals raise, before Ray starts)."""
+    from .checkpoint import Checkpoint, config_key
+    from .jobs import _checkpoint
+
+    _checkpoint(cfg, args.checkpoint, args.checkpoint_every)
+    saved = Checkpoint(args.checkpoint, config_key(cfg), args.checkpoint_every).load()
+    if saved is not None:
+        print(f"resuming from the checkpoint of step {saved.step} in {args.checkpoint}",
+              file=sys.stderr)
 
 
 def _interrupted(res, args) -> int:
@@ -437,6 +452,11 @@ def main(argv=None) -> int:
     run.add_argument("--trace", metavar="FILE",
                      help="write a timeline of every step (Chrome trace format: open it in "
                           "ui.perfetto.dev or chrome://tracing)")
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="an iterative job saves its iterate here every --checkpoint-every "
+                          "steps and, run again with the same config, resumes from it")
+    run.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
+                     help="steps between checkpoints (default 10)")
     run.set_defaults(func=_run)
     _add_tradeoff_parser(sub)
     _add_plot_parser(sub)

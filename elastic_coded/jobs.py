@@ -12,13 +12,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from .algebra.fields import field as make_field
 from .algebra.fields import relative_error
+from .checkpoint import EVERY, Checkpoint, config_key
 from .config import RunConfig
+from .errors import ArgumentError
 from .schemes.policies import family_of
 
 __all__ = ["JobResult", "JobInterrupted", "run_job", "make_problem", "Progress"]
@@ -44,6 +47,10 @@ class JobResult:
     """pagerank: ``iterations``, ``converged``, ``reference_iterations``, ``reference_s``."""
     wall_s: float = 0.0
     steps_done: int = 0
+    answer: Any = None
+    """The job's final iterate (the vector, block or ranks; ``None`` for ``matmul``)."""
+    resumed_from: int | None = None
+    """The steps a checkpoint had done when the job resumed from it (``None``: from 0)."""
     """Steps that returned a product (``config.steps`` unless interrupted)."""
 
 
@@ -201,19 +208,24 @@ class JobInterrupted(KeyboardInterrupt):
 
 
 def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
-            on_ready: Callable | None = None, trace=None) -> JobResult:
+            on_ready: Callable | None = None, trace=None, checkpoint=None,
+            checkpoint_every: int = EVERY) -> JobResult:
     """Run ``cfg``'s job for ``cfg.steps`` steps and check every step against the direct
     product.  ``cluster``: an existing cluster to use (else one is made and shut down).
     ``on_step(step, report)`` follows each step; ``on_ready(cluster)`` once the cluster is up.
-    ``trace``: a file for the trace of every step (:mod:`.runtime.trace`).
+    ``trace``: a file for the trace of every step (:mod:`.runtime.trace`).  ``checkpoint``: a
+    folder where an iterative job saves its iterate every ``checkpoint_every`` steps and, run
+    again with the same config, resumes from it (:mod:`.checkpoint`).
     Ctrl-C raises :class:`JobInterrupted` with the steps done, after the shutdown."""
     import ray
 
     from .runtime.cluster import ElasticCluster
 
+    ckpt = _checkpoint(cfg, checkpoint, checkpoint_every)
     prob = make_problem(cfg)
     F = prob["F"]
     res = JobResult(cfg)
+    prob["checkpoint"] = ckpt
     t0 = time.perf_counter()
     own, ray_was_up, interrupted = cluster is None, ray.is_initialized(), False
     try:
@@ -224,11 +236,14 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
             cluster.trace(trace)
         if on_ready is not None:
             on_ready(cluster)
+        x: np.ndarray | None
         if cfg.job == "pagerank":
-            _pagerank(cfg, prob, cluster, res, on_step)
-            x = None
+            x = _pagerank(cfg, prob, cluster, res, on_step)
         else:
             x = _steps(cfg, prob, cluster, res, on_step)
+        res.answer = x
+        if ckpt is not None:
+            ckpt.clear()
         if cfg.job == "power_iteration" and "top" in prob:
             res.answer_error = float(1 - abs(x @ prob["top"]))
         elif cfg.job == "subspace_iteration" and "top_k" in prob:
@@ -254,6 +269,38 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
     return res
 
 
+def _checkpoint(cfg: RunConfig, folder, every: int) -> Checkpoint | None:
+    if folder is None:
+        return None
+    if cfg.job == "matmul" or family_of(cfg.policy) == "hetero":
+        raise ArgumentError(f"checkpoint: job {cfg.job!r} (policy {cfg.policy!r}) keeps no "
+                            f"iterate to resume from; checkpoints are for iterative jobs")
+    return Checkpoint(folder, config_key(cfg), every)
+
+
+_COUNTS = ("steps_done", "exact_steps", "max_step_error")
+
+
+def _resume(prob: dict, res: JobResult):
+    """``(step, iterate)`` of the checkpoint to resume from (its counts put back into
+    ``res``), or ``(0, None)``."""
+    ckpt: Checkpoint | None = prob.get("checkpoint")
+    saved = ckpt.load() if ckpt is not None else None
+    if ckpt is None or saved is None:
+        return 0, None
+    for k in _COUNTS:
+        setattr(res, k, saved.counts.get(k, getattr(res, k)))
+    res.resumed_from = saved.step
+    log.warning("resuming from the checkpoint of step %d (%s)", saved.step, ckpt.path)
+    return saved.step, saved.x
+
+
+def _save(prob: dict, res: JobResult, step: int, x) -> None:
+    ckpt = prob.get("checkpoint")
+    if ckpt is not None and x is not None and ckpt.due(step):
+        ckpt.save(step, x, {k: getattr(res, k) for k in _COUNTS})
+
+
 def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.ndarray | None:
     """The job's steps on ``cluster``, each checked into ``res``; returns the final vector
     (power iteration, regression)."""
@@ -269,7 +316,10 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
     if cfg.job == "regression":
         x = np.zeros(n)
         lr = 1.0 / np.linalg.eigvalsh(A_local)[-1]
-    for step in range(cfg.steps):
+    first, saved = _resume(prob, res)
+    x = x if saved is None else saved
+    for step in range(first, cfg.steps):
+        B: Any
         if hetero:
             B = [F.random((a.shape[1], cfg.input_cols), rng) for a in A_local]
         elif cfg.job == "matmul":
@@ -294,12 +344,13 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
             x = np.linalg.qr(Y)[0]
         elif cfg.job == "regression":
             x = x - lr * (Y[:, 0] - prob["Xty"])
+        _save(prob, res, step + 1, x)
         if on_step is not None:
             on_step(step, cluster.reports[-1] if cluster.reports else None)
     return x
 
 
-def _pagerank(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> None:
+def _pagerank(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.ndarray:
     """PageRank (:func:`elastic_coded.pagerank.pagerank`): each iteration's ``M r`` is a step of
     the cluster, checked against scipy's ``M @ r``; the ranks are compared with scipy's own
     power iteration on the same matrix (``res.answer_error``, L1)."""
@@ -318,7 +369,9 @@ def _pagerank(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> N
             on_step(res.steps_done - 1, cluster.reports[-1] if cluster.reports else None)
         return y
 
-    out = pr.pagerank(matvec, M.shape[0], dangling, cfg.damping, cfg.tol, cfg.steps)
+    start, r0 = _resume(prob, res)
+    out = pr.pagerank(matvec, M.shape[0], dangling, cfg.damping, cfg.tol, cfg.steps,
+                      callback=lambda it, r, _: _save(prob, res, it, r), r0=r0, start=start)
     t0 = time.perf_counter()
     ref = pr.reference_pagerank(M, dangling, cfg.damping, cfg.tol, cfg.steps)
     res.answer_error = float(np.abs(out.ranks - ref.ranks).sum())
@@ -326,3 +379,4 @@ def _pagerank(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> N
                  "reference_iterations": ref.iterations,
                  "reference_s": time.perf_counter() - t0, "nodes": M.shape[0], "edges": M.nnz,
                  "dangling": int(np.sum(dangling))}
+    return out.ranks

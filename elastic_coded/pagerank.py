@@ -164,15 +164,17 @@ def pagerank_update(Mr: np.ndarray, r: np.ndarray, dangling: np.ndarray,
 
 def pagerank(matvec: Callable[[np.ndarray], np.ndarray], n: int, dangling,
              damping: float = 0.85, tol: float = 1e-10, max_iter: int = 200,
-             callback: Callable[[int, np.ndarray, float], None] | None = None
-             ) -> PageRankResult:
+             callback: Callable[[int, np.ndarray, float], None] | None = None,
+             r0=None, start: int = 0) -> PageRankResult:
     """PageRank by the power method (module docstring) from the uniform vector, with
     ``matvec(r)`` returning ``M @ r``.
 
     Each step's ranks are renormalised to sum 1 (the update keeps the sum exactly in exact
     arithmetic; this stops rounding, or a slightly inexact ``matvec``, from drifting), its
     L1 change from the last is recorded, and ``callback(iteration, r, residual)`` (1-based)
-    is called if given.  Stops once the change is below ``tol`` or after ``max_iter``."""
+    is called if given.  Stops once the change is below ``tol`` or after ``max_iter``.
+    ``r0`` and ``start``: resume from the ranks ``r0`` after ``start`` iterations (a
+    checkpoint, :mod:`elastic_coded.checkpoint`); the same steps follow as without a stop."""
     n = _check_int("n", n, 1)
     d = _check_damping(damping)
     tol_ = _check_real("tol", tol)
@@ -183,9 +185,12 @@ def pagerank(matvec: Callable[[np.ndarray], np.ndarray], n: int, dangling,
     if dangling.dtype != bool or dangling.shape != (n,):
         raise ArgumentError(f"dangling: must be a boolean mask of {n} nodes, got "
                             f"{dangling.dtype} of shape {dangling.shape}")
-    r = np.full(n, 1.0 / n)
+    start = _check_int("start", start, 0)
+    r = np.full(n, 1.0 / n) if r0 is None else np.array(r0, dtype=np.float64)
+    if r.shape != (n,):
+        raise ArgumentError(f"r0: must be a vector of {n} ranks, got shape {r.shape}")
     res: list[float] = []
-    for it in range(1, max_iter + 1):
+    for it in range(start + 1, max_iter + 1):
         nxt = pagerank_update(matvec(r), r, dangling, d)
         total = nxt.sum()
         if not (np.isfinite(total) and total > 0):
@@ -198,7 +203,8 @@ def pagerank(matvec: Callable[[np.ndarray], np.ndarray], n: int, dangling,
             callback(it, r, res[-1])
         if res[-1] < tol_:
             break
-    return PageRankResult(r, len(res), tuple(res), res[-1] < tol_)
+    last = res[-1] if res else float("inf")
+    return PageRankResult(r, start + len(res), tuple(res), last < tol_)
 
 
 def reference_pagerank(M, dangling, damping: float = 0.85, tol: float = 1e-10,

@@ -182,7 +182,7 @@ def _fake_job(steps_done, *, interrupt=False, calls=None):
     ``steps_done`` steps, and returns, or raises :class:`JobInterrupted` (``interrupt``)."""
     from elastic_coded.jobs import JobInterrupted, JobResult
 
-    def run_job(cfg, on_step=None, cluster=None, on_ready=None):
+    def run_job(cfg, on_step=None, cluster=None, on_ready=None, **kw):  # trace, checkpoint
         if calls is not None:
             calls.append(cfg)
         if on_ready is not None:
