@@ -94,7 +94,8 @@ def _check_real(re_: dict) -> None:
                 assert d[scen]["machines_after"] == re_["machines"], (wl, scen)
         if "kill" in d:
             assert d["kill"]["usctec-auto"]["kill_step_error"] <= 1e-9, wl
-            assert d["kill"]["machines_after"] == re_["machines"] - 1, wl
+            # the killed worker process is restarted (ray.max_restarts): its machine comes back
+            assert d["kill"]["machines_after"] == re_["machines"], wl
     pr = re_["pagerank"]
     for r in policies + ("hand-written", "plain-floor"):
         assert pr[r]["iterations"] == pr["local"]["iterations"], r
