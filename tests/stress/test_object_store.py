@@ -27,7 +27,8 @@ def small_store():
 def _spilled_mib(ray) -> float:
     from ray._private.internal_api import memory_summary
 
-    for line in memory_summary(stats_only=True).splitlines():
+    address = ray.get_runtime_context().gcs_address
+    for line in memory_summary(address=address, stats_only=True).splitlines():
         if line.strip().startswith("Spilled"):
             return float(line.split()[1])
     return 0.0
@@ -35,7 +36,7 @@ def _spilled_mib(ray) -> float:
 
 def test_an_A_twice_the_object_store_runs_through_spilling(small_store):
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((20_000, 1_000))  # 160 MB: twice the store
+    A = rng.standard_normal((21_000, 1_000))  # 168 MB: twice the store
     assert A.nbytes >= 2 * STORE
     B = rng.standard_normal((1_000, 3))
     want = A @ B
@@ -47,4 +48,4 @@ def test_an_A_twice_the_object_store_runs_through_spilling(small_store):
         for _ in range(2):
             assert np.allclose(c.multiply(B), want, rtol=1e-10, atol=1e-10)
         assert "late" in c.machines()
-    assert _spilled_mib(small_store) > 0  # the store really ran out and spilled
+        assert _spilled_mib(small_store) > 0  # the store really ran out and spilled
