@@ -35,7 +35,9 @@ def clusters(ray_session):
 def _want(kind, A, B):
     if kind == "gf":
         F = field(P)
-        return F.matmul(F.asarray(A), F.asarray(B))
+        B = np.asarray(B)
+        want = F.matmul(F.asarray(A), F.asarray(B.reshape(B.shape[0], -1)))  # x: one column
+        return want.reshape(-1) if B.ndim == 1 else want
     return A @ B
 
 

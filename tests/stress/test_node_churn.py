@@ -207,3 +207,48 @@ def test_drained_node_is_planned_out_and_a_preempted_one_is_not_a_failure(multi_
         assert m_sudden not in c.reports[-1].available
         s = c.summary()
         assert s["drains"] >= 1 and s["preemptions"] >= 1 and s["failures"] == 0
+
+
+def test_a_killed_process_on_a_live_node_comes_back_on_that_node(multi_node):
+    """SIGKILL of one node's worker process (the node lives): the step it dies in is exact, and
+    its machine comes back in a fresh process on the same node, its storage loaded again."""
+    import os
+    import signal
+
+    import ray
+
+    from elastic_coded.runtime import ElasticCluster
+
+    F = field("gf(65521)")
+    rng = np.random.default_rng(1)
+    A = F.random((60, 8), rng)
+    B = F.random((8, 2), rng)
+    with ElasticCluster(A, L=2, S=1, machines="auto", field=F, run={"time_scale": 0.5},
+                        ray={"health_interval": 0.5}) as c:
+        assert np.array_equal(c.multiply(B), F.matmul(A, B))
+        victim = sorted(c.machines())[-1]
+        host = c._handles[victim].host
+        node = ray.get(host.__ray_call__.remote(
+            lambda self: ray.get_runtime_context().get_node_id()))
+        pid = int(ray.get(host.__ray_call__.remote(lambda self: os.getpid())))
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        seen = []
+        for _ in range(30):
+            assert np.array_equal(c.multiply(B), F.matmul(A, B))
+            seen.append((c.reports[-1].failed, c.reports[-1].restarted))
+            if victim in c.machines() and any(victim in r.restarted for r in c.reports):
+                break
+        assert any(victim in r.restarted for r in c.reports), f"not restarted: {seen}"
+        fresh = c._handles[victim].host
+        assert fresh != host
+        assert ray.get(fresh.__ray_call__.remote(
+            lambda self: ray.get_runtime_context().get_node_id())) == node
+        for _ in range(3):
+            assert np.array_equal(c.multiply(B), F.matmul(A, B))
