@@ -91,6 +91,7 @@ class Trace:
         self._perf0, self._wall0 = time.perf_counter(), time.time()
         self._pids: dict = {}    # process key -> trace pid
         self._tids: dict = {}    # machine -> (pid, tid)
+        self._texts: dict = {}   # id(tasks) -> (tasks, its JSON text), see _tasks_text
         self.steps = 0
         self.events = 0
         self.cost_s = 0.0        # the writer thread's CPU time building and writing events
@@ -204,27 +205,25 @@ class Trace:
         head = json.dumps(base, separators=(",", ":"))[:-1]  # '{"step":..,"mode":..'
         out = []
         for i, (m, lst) in enumerate(spans.items()):
-            if i % 16 == 15:  # let the driver take the GIL back at once when it needs it
+            if i % 32 == 31:  # let the driver take the GIL back at once when it needs it
                 time.sleep(0)
             pid, tid = self._track(m, times.where)
+            track = f'"pid":{pid},"tid":{tid},"args":{head},'
+            if len(lst) > 1:
+                lst.sort(key=lambda x: x[1])
             end = None
-            for name, a, b, args in sorted(lst, key=lambda x: x[1]):
+            for name, a, b, args in lst:
                 a = a if end is None else max(a, end)  # one machine computes a call at a time
                 b = max(a, b)
                 out.append(f'{{"name":"{name}","cat":"call","ph":"X","ts":{a:.3f},'
-                           f'"dur":{b - a:.3f},"pid":{pid},"tid":{tid},"args":{head},{args}}}}}')
+                           f'"dur":{b - a:.3f},{track}{args}}}}}')
                 end = b
         return out
 
     def _call_span(self, r, times: StepTimes) -> tuple:
         """``(name, start µs, end µs, args)`` of one call on its machine's track, ``args``
         the JSON of its own arguments (without the braces)."""
-        tasks = r.call.tasks
-        pieces = sorted({t.piece for t in tasks}) if len(tasks) > 1 else \
-            [t.piece for t in tasks]
-        rows = ",".join(f"[{t.rows[0]},{t.rows[1]}]" for t in tasks[:8])
-        args = (f'"kind":"{r.kind}","outcome":"{r.outcome}","pieces":'
-                f'[{",".join(map(str, pieces))}],"rows":[{rows}],"tasks":{len(tasks)}')
+        args = (f'"kind":"{r.kind}","outcome":"{r.outcome}",{self._tasks_text(r.call.tasks)}')
         if r.out is None:  # failed or cancelled: from when it was sent to when it was seen
             return r.outcome, self._us(r.sent), self._us(r.ended), args
         o = r.out
@@ -236,6 +235,21 @@ class Trace:
         args += (f',"products":{int(o.products)},"elapsed_s":{o.elapsed_s:.6g},'
                  f'"paced_s":{paced},"compute_s":{o.compute_s:.6g}')
         return ("compute" if r.outcome == "used" else r.outcome), start, end, args
+
+    def _tasks_text(self, tasks: tuple) -> str:
+        """The JSON of a call's pieces, rows and task count, kept per tasks tuple: a plan kept
+        from step to step sends the same tuples again, so most steps format none."""
+        hit = self._texts.get(id(tasks))
+        if hit is not None and hit[0] is tasks:
+            return hit[1]
+        pieces = sorted({t.piece for t in tasks}) if len(tasks) > 1 else \
+            [t.piece for t in tasks]
+        rows = ",".join(f"[{t.rows[0]},{t.rows[1]}]" for t in tasks[:8])
+        text = f'"pieces":[{",".join(map(str, pieces))}],"rows":[{rows}],"tasks":{len(tasks)}'
+        if len(self._texts) >= 4096:  # plans changed many times: start again
+            self._texts.clear()
+        self._texts[id(tasks)] = (tasks, text)  # the tuple is kept, so its id is not reused
+        return text
 
     def _instants(self, report, times: StepTimes, base: dict) -> list:
         out, seen = [], set()
