@@ -42,7 +42,7 @@ from .context import ControllerClient, StepContext
 from .controller import Controller, StepRequest
 from .executors import UnifiedCache, run_step
 from .executors.pull import history, pull_pays
-from .family_setup import FAMILIES, FamilySetup
+from .family_setup import FamilySetup, setup_of
 from .hosting import kill, per_process
 from .operator import ClusterOperator, check_transpose, start_transposed
 from .report import ReportLog, StepReport, summarize_plan
@@ -220,7 +220,7 @@ class ElasticCluster:
     # -- data (the family's setup, :mod:`.family_setup`) ------------------------------------------
     @property
     def _fam(self) -> FamilySetup:
-        return FAMILIES[self.family]
+        return setup_of(self.family)
 
     def _row_prefix(self):
         """A sparse ``A``'s nonzeros before each row (the controller's family plans them), or

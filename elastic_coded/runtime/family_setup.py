@@ -1,13 +1,15 @@
 """What the driver does differently for each storage family, as data: how ``A`` is loaded and
 checked, what is checked before Ray starts, what goes into the object store, how a step's
-inputs are read, and three traits (:class:`FamilySetup`).  The driver picks one by family
-(:data:`FAMILIES`) and never branches on the family's name."""
+inputs are read, how a step is run and checked, and three traits (:class:`FamilySetup`).  Each
+family's :class:`~elastic_coded.families.Family` names its setup; the driver looks it up by
+family (:func:`setup_of`) and never branches on the family's name."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +21,12 @@ from ..algebra import sparse
 from ..algebra.lagrange import lagrange_code
 from ..algebra.mds import mds_code
 from ..errors import ArgumentError
+from ..families import family_of, resolve
 from ..schemes.policies import hetero as het
 from . import inputs
 
-__all__ = ["FamilySetup", "Loaded", "FAMILIES", "chunks", "matrix_of"]
+__all__ = ["FamilySetup", "Loaded", "setup_of", "chunks", "matrix_of", "USCTEC_SETUP",
+           "UNIFIED_SETUP", "HETERO_SETUP"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,11 @@ class FamilySetup:
     as a step ends.  ``load(F, A) -> Loaded``; ``precheck(F, L, S, options, seed,
     allow_lower_S, specs, loaded) -> codes`` raises what can be found before Ray starts;
     ``sources(loaded, chunk_rows, codes) -> ({name: source}, masters' rows)``;
-    ``inputs(F, loaded, B) -> (X, shape, columns)``."""
+    ``inputs(F, loaded, B) -> (X, shape, columns)``.  ``checks``: the verifier's checks,
+    ``checks(verifier) -> FamilyChecks`` (:mod:`.verify_common`); ``executors``: by
+    :attr:`~elastic_coded.schemes.registry.Policy.execution`, the step's executor
+    ``(ctx, X, events, prepared) -> (product, Outcome)`` (:mod:`.executors`).  Either may be
+    given as ``"module:attribute"`` strings (imported when first used)."""
 
     name: str
     takes_LS: bool
@@ -72,6 +80,24 @@ class FamilySetup:
     precheck: Callable
     sources: Callable
     inputs: Callable
+    checks: Any = None
+    executors: Mapping = dataclasses.field(default_factory=dict)
+
+    def make_checks(self, verifier):
+        """The family's checks for ``verifier``."""
+        return resolve(self.checks)(verifier)
+
+    def executor(self, execution: str) -> Callable:
+        """The executor of ``execution`` (a key of :attr:`executors`)."""
+        if execution not in self.executors:
+            raise ArgumentError(f"execution: family {self.name!r} runs {sorted(self.executors)}, "
+                                f"got {execution!r}")
+        return resolve(self.executors[execution])
+
+
+def setup_of(family: str) -> FamilySetup:
+    """The driver-side setup of the registered family ``family``."""
+    return family_of(family).runtime_setup()
 
 
 def matrix_of(data):
@@ -248,13 +274,17 @@ def _master_inputs(F, loaded: Loaded, B):
     return inputs.master_inputs(F, loaded.masters, B)
 
 
-FAMILIES = {
-    "usctec": FamilySetup("usctec", True, True, True, _load_matrix, _usctec_precheck,
-                          _one_source, _matrix_inputs),
-    "unified": FamilySetup("unified", False, False, False, _dense_only("unified"),
-                           _unified_precheck,
-                           _one_source, _matrix_inputs),
-    "hetero": FamilySetup("hetero", False, False, False, _load_masters, _hetero_precheck,
-                          _coded_masters, _master_inputs),
-}
-"""Every storage family's driver-side setup, by family name."""
+_EX = "elastic_coded.runtime.executors."
+
+USCTEC_SETUP = FamilySetup(
+    "usctec", True, True, True, _load_matrix, _usctec_precheck, _one_source, _matrix_inputs,
+    "elastic_coded.runtime.verify_lagrange:LagrangeChecks",
+    {"whole": _EX + "whole:run_whole", "pull": _EX + "pull:run_pull"})
+UNIFIED_SETUP = FamilySetup(
+    "unified", False, False, False, _dense_only("unified"), _unified_precheck, _one_source,
+    _matrix_inputs, "elastic_coded.runtime.verify_unified:UnifiedChecks",
+    {"unified": _EX + "unified:run_unified"})
+HETERO_SETUP = FamilySetup(
+    "hetero", False, False, False, _load_masters, _hetero_precheck, _coded_masters,
+    _master_inputs, "elastic_coded.runtime.verify_hetero:HeteroChecks",
+    {"hetero": _EX + "hetero:run_hetero"})

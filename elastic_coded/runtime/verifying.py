@@ -50,7 +50,6 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -63,19 +62,12 @@ from ..algebra.verify import make_sketch
 from ..errors import ArgumentError, ArgumentTypeError, ToleranceExceeded, VerificationError
 from ..options import VerifyOptions, split_flat
 from .context import StepContext
-from .family_setup import matrix_of
+from .family_setup import matrix_of, setup_of
 from .verify_common import FamilyChecks, StepState
-from .verify_hetero import HeteroChecks
-from .verify_lagrange import LagrangeChecks
-from .verify_unified import UnifiedChecks
 
-__all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded", "CHECKS"]
+__all__ = ["Verifier", "Verdict", "VerificationError", "ToleranceExceeded"]
 
 log = logging.getLogger(__name__)
-
-CHECKS: dict[str, Callable[..., FamilyChecks]] = {
-    "usctec": LagrangeChecks, "hetero": HeteroChecks, "unified": UnifiedChecks}
-"""Each storage family's checks (:class:`~.verify_common.FamilyChecks`), by family."""
 
 PATIENCE_MARGIN = 100.0
 """A piece waits for better-conditioned results while its condition exceeds
@@ -122,7 +114,8 @@ class Verifier:
 
     ``data``: what :meth:`ElasticCluster._load` returned (an array, ``("npy", path)`` or, for
     hetero, the list of the masters' matrices); ``seed`` (tests only) fixes the sketches.
-    The family's checks (:data:`CHECKS`) do the checking and repairing."""
+    The family's checks (its :attr:`~.family_setup.FamilySetup.checks`) do the checking and
+    repairing."""
 
     def __init__(self, F, family: str, data, options: VerifyOptions | None = None, *,
                  seed=None, **flat):
@@ -135,14 +128,13 @@ class Verifier:
         self.limit = opts.exclude_after if opts.exclude_after is not None else math.inf
         self.tolerance = None if opts.tolerance is None else float(opts.tolerance)
         self.F, self.family, self.on, self.strict = F, family, opts.on, opts.strict
-        if family not in CHECKS:
-            raise ArgumentError(f"family: one of {sorted(CHECKS)}, got {family!r}")
+        setup = setup_of(family)  # an unknown family: an error naming the known ones
         mats = list(data) if isinstance(data, list) else [matrix_of(data)]
         self.mats = mats
         self.norms = [0.0 if F.exact else norm(a) for a in mats]  # in range however large
         self.seed = seed  # None: fresh entropy, so that no machine can know the sketch
         self.sketches = [make_sketch(F, a, seed=seed) for a in mats] if self.on else None
-        self.checks = CHECKS[family](self)
+        self.checks: FamilyChecks = setup.make_checks(self)
         self.counts: dict[str, int] = {}
         self._armed: set = set()  # machines told to lie in the current step
         self.last = Verdict()

@@ -11,7 +11,8 @@ fixed when it is made (:class:`Setup`).  What a call changes is returned as data
 keeps when it must drop some, and the coded sources to put first (:class:`PutSource`).  The
 runtime (:mod:`elastic_coded.runtime.storage`) applies them; a unit test reads them.
 
-Families are made by name from :data:`FAMILIES` (:func:`make_family`).
+Families are made by name through the family registry (:mod:`elastic_coded.families`,
+:func:`make_family`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from .usctec import (
 )
 
 __all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
-           "HeteroFamily", "UnifiedFamily", "FAMILIES", "make_family"]
+           "HeteroFamily", "UnifiedFamily", "make_usctec", "make_hetero", "make_unified",
+           "make_family"]
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +416,7 @@ class UnifiedFamily:
         return None
 
 
-def _usctec(s: Setup) -> Family:
+def make_usctec(s: Setup) -> Family:
     """The USCTEC family, over row units of equal nonzeros for a sparse ``A``."""
     units = None if s.row_prefix is None else row_units(s.row_prefix)
     if units is None:
@@ -425,19 +427,17 @@ def _usctec(s: Setup) -> Family:
     return UnitsFamily(inner, units)
 
 
-FAMILIES: dict[str, Callable[[Setup], Family]] = {
-    "usctec": _usctec,
-    "hetero": lambda s: HeteroFamily(s.options, s.masters, getattr(s.field, "order", None),
-                                     s.seed),
-    "unified": lambda s: UnifiedFamily(s.options, s.num_rows, s.field),
-}
-"""The storage families by name: each makes its family from a :class:`Setup`."""
+def make_hetero(s: Setup) -> Family:
+    return HeteroFamily(s.options, s.masters, getattr(s.field, "order", None), s.seed)
+
+
+def make_unified(s: Setup) -> Family:
+    return UnifiedFamily(s.options, s.num_rows, s.field)
 
 
 def make_family(name: str, setup: Setup) -> Family:
-    """The storage family ``name`` (a key of :data:`FAMILIES`) made with ``setup``."""
-    make = FAMILIES.get(name)
-    if make is None:
-        raise ArgumentError(f"family: unknown storage family {name!r}; known: "
-                            f"{', '.join(sorted(FAMILIES))}")
-    return make(setup)
+    """The storage of the registered family ``name``
+    (:func:`~elastic_coded.families.family_of`) made with ``setup``."""
+    from ..families import family_of
+
+    return family_of(name).make_storage(setup)

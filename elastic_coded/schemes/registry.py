@@ -10,13 +10,14 @@ an error listing the known ones.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
+from ..families import built_in, family_names, family_of, register_family
 
-__all__ = ["Policy", "REGISTRY", "FAMILIES", "register_policy", "unregister_policy", "policy_of",
+__all__ = ["Policy", "REGISTRY", "register_policy", "unregister_policy", "policy_of",
            "added_policies",
            "get_policy", "usctec_plan",
            "uncoded_plan", "cyclic_plan", "proportional_plan", "usctec_pull_plan",
@@ -107,15 +108,16 @@ class Policy:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a policy's name is a non-empty string, got {self.name!r}")
-        if self.family not in FAMILIES:
-            raise ArgumentError(f"family: one of {FAMILIES}, got {self.family!r}")
-        want = ("whole", "pull") if self.family == "usctec" else (self.family,)
-        if self.execution not in want:
-            raise ArgumentError(f"execution: a {self.family} policy runs {want}, got "
+        if not isinstance(self.family, str) or self.family not in family_names():
+            raise ArgumentError(f"family: one of {family_names()}, got {self.family!r}")
+        fam = family_of(self.family)
+        if self.execution not in fam.executions:
+            raise ArgumentError(f"execution: a {self.family} policy runs {fam.executions}, got "
                                 f"{self.execution!r}")
-        if (self.plan is None) != (self.family != "usctec"):
-            raise ArgumentError(f"plan: a plan function for the usctec family (only), got "
-                                f"{self.plan!r} for {self.family}")
+        if (self.plan is None) == fam.plans:
+            raise ArgumentError(f"plan: a plan function for a family whose policies plan "
+                                f"({[n for n in family_names() if family_of(n).plans]}) only, "
+                                f"got {self.plan!r} for {self.family}")
         if self.speculation is not None and not (self.speculation > 1 and
                                                  self.execution == "whole"):
             raise ArgumentError(f"speculation: a multiple > 1 on a whole plan, got "
@@ -125,8 +127,19 @@ class Policy:
     def pulls(self) -> bool:
         return self.execution == "pull"
 
+    def __reduce__(self):
+        """Pickled with its family when that was added
+        (:func:`~elastic_coded.families.register_family`), so that the process unpickling it
+        (the controller) learns the family with the policy."""
+        fam = None if built_in(self.family) else family_of(self.family)
+        return (_policy, (fam, {f.name: getattr(self, f.name) for f in fields(self)}))
 
-FAMILIES = ("usctec", "unified", "hetero")
+
+def _policy(family, kwargs: dict) -> Policy:
+    if family is not None and family.name not in family_names():
+        register_family(family)
+    return Policy(**kwargs)
+
 
 REGISTRY: dict[str, Policy] = {}
 """Every policy by name, in the order listed (:func:`register_policy` adds one)."""

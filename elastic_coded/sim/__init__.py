@@ -62,11 +62,11 @@ from .results import SimResult, summarize_times
 from .runner import simulate
 from .trace import Trace, make_trace
 from .unified import UnifiedVariant, map_time
-from .variants import BOUNDS, SCHEMES, VARIANTS, Variant
+from .variants import BOUNDS, VARIANTS, Variant, sim_families
 
 __all__ = [
     "simulate", "SimResult", "RuntimeCost", "pull_step", "PullOutcome", "Variant", "VARIANTS",
-    "BOUNDS", "SCHEMES", "summarize_times",
+    "BOUNDS", "sim_families", "summarize_times",
     "UnifiedVariant", "UnifiedOptions", "map_time",
     "HeteroVariant", "HeteroOptions", "hetero_step", "hetero_lower_bound",
     "Trace", "make_trace",

@@ -50,17 +50,18 @@ import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import ClassVar, cast
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, InternalError
+from ..families import SimModel
 from ..schemes.plan import PlanError
 from ..schemes.policies import hetero as het
 from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
 
-__all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "hetero_step",
-           "hetero_lower_bound"]
+__all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "HeteroSim", "SIM_MODEL",
+           "hetero_step", "hetero_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class HeteroVariant:
     """Policy ``hetero`` as the simulator runs it: the masters' row counts ``masters = (L_1,
     ..., L_M)`` and the policy's options."""
 
+    family: ClassVar[str] = "hetero"
     name: str = "hetero"
     masters: tuple = ()
     options: het.HeteroOptions = field(default_factory=het.HeteroOptions)
@@ -386,3 +388,41 @@ class HeteroRun:
         return HeteroStep(out.time, out.master_times, replans, moved + out.rescued_rows,
                           out.topped_up, out.top_up_calls, out.rescued_rows, bound,
                           max(plan.t_star) * self.ts, out.repairs, out.repair_calls, out.caught)
+
+
+class HeteroSim:
+    """Runs a :class:`HeteroVariant` in :func:`~elastic_coded.sim.runner.simulate`, one
+    ``step(ctx, record)`` per step."""
+
+    def __init__(self, v: HeteroVariant, trace, configured: np.ndarray, env):
+        self.name, self.configured = v.name, configured
+        ids0 = trace.ids[:trace.N]
+        self.run = HeteroRun(v, ids0, dict(zip(ids0, configured[:trace.N].tolist())), env.seed,
+                             env.ts, env.crash_at)
+
+    def step(self, ctx, rec) -> None:
+        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(self.configured[ctx.slots]),
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined,
+                            ctx.lying_ids)
+        n, t = self.name, ctx.t
+        rec.times[n][t] = out.time
+        rec.redesigns[n][t] = out.replans
+        rec.rows_moved[n][t] = out.rows_moved
+        rec.recovered[n][t] = len(out.topped_up)
+        rec.redispatched[n][t] = out.top_up_calls
+        for key, val in (("lower_bound", out.lower_bound), ("t_star", out.t_star),
+                         ("topped_up", len(out.topped_up)), ("top_up_calls", out.top_up_calls),
+                         ("rescued_rows", out.rescued_rows), ("repairs", out.repairs),
+                         ("repair_calls", out.repair_calls), ("caught", len(out.caught))):
+            rec.detail(n, key, t, val)
+
+
+def _variant(options, masters) -> HeteroVariant:
+    if masters is None:
+        raise ArgumentError("masters: policy 'hetero' needs the masters' row counts "
+                            "masters=(L_1, ..., L_M)")
+    return HeteroVariant("hetero", tuple(masters), options or het.HeteroOptions())
+
+
+SIM_MODEL = SimModel(_variant, HeteroSim)
+"""The hetero family in the simulator (its :class:`~elastic_coded.families.Family`'s ``sim``)."""

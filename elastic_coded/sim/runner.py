@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
+from ..families import family_of
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
@@ -71,15 +72,13 @@ from ..schemes.usctec import (
 )
 from .cost import RuntimeCost
 from .executor import PlanCache, _PlacementIndex
-from .hetero import HeteroRun, HeteroVariant
 from .learn import _Learner
 from .pulled import PulledRun, WholeRun
 from .results import Record, SimResult, summarize_times
 from .trace import Trace, make_trace
-from .unified import UnifiedRun, UnifiedVariant
-from .variants import BOUNDS, SCHEMES, VARIANTS, Variant, resolve_policies
+from .variants import BOUNDS, VARIANTS, Variant, resolve_policies
 
-__all__ = ["Variant", "VARIANTS", "BOUNDS", "SCHEMES", "SimResult", "simulate",
+__all__ = ["Variant", "VARIANTS", "BOUNDS", "SimResult", "simulate",
            "summarize_times"]
 
 
@@ -179,47 +178,6 @@ class _Bound:
             rec.times[self.name][ctx.t] = env.ts / float(live.sum())
 
 
-class _Unified:
-    def __init__(self, v: UnifiedVariant, trace: Trace, env):
-        self.name = v.name
-        self.run = UnifiedRun(v, trace.ids[:trace.N], env.seed, env.ts, env.crash_at)
-
-    def step(self, ctx: _Ctx, rec: Record) -> None:
-        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(ctx.speed),
-                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.lying_ids)
-        n, t = self.name, ctx.t
-        rec.times[n][t] = out.time
-        rec.redesigns[n][t] = out.redesigns
-        rec.rows_moved[n][t] = out.rows_moved
-        for key in ("K", "q", "live", "m", "repairs", "repair_calls"):
-            rec.detail(n, key, t, getattr(out, key))
-        rec.detail(n, "caught", t, len(out.caught))
-
-
-class _Hetero:
-    def __init__(self, v: HeteroVariant, trace: Trace, configured: np.ndarray, env):
-        self.name, self.configured = v.name, configured
-        ids0 = trace.ids[:trace.N]
-        self.run = HeteroRun(v, ids0, dict(zip(ids0, configured[:trace.N].tolist())), env.seed,
-                             env.ts, env.crash_at)
-
-    def step(self, ctx: _Ctx, rec: Record) -> None:
-        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(self.configured[ctx.slots]),
-                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined,
-                            ctx.lying_ids)
-        n, t = self.name, ctx.t
-        rec.times[n][t] = out.time
-        rec.redesigns[n][t] = out.replans
-        rec.rows_moved[n][t] = out.rows_moved
-        rec.recovered[n][t] = len(out.topped_up)
-        rec.redispatched[n][t] = out.top_up_calls
-        for key, val in (("lower_bound", out.lower_bound), ("t_star", out.t_star),
-                         ("topped_up", len(out.topped_up)), ("top_up_calls", out.top_up_calls),
-                         ("rescued_rows", out.rescued_rows), ("repairs", out.repairs),
-                         ("repair_calls", out.repair_calls), ("caught", len(out.caught))):
-            rec.detail(n, key, t, val)
-
-
 @dataclass(frozen=True)
 class _Env:
     """What every step of every policy shares."""
@@ -244,7 +202,8 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
              trace: Trace | None = None, unified_options: UnifiedOptions | None = None,
              hetero_options: HeteroOptions | None = None, masters=None,
              cost: RuntimeCost | None = None, deadline: float | None = None,
-             pull_options: PullOptions | None = None) -> SimResult:
+             pull_options: PullOptions | None = None,
+             family_options: Mapping | None = None) -> SimResult:
     """Run ``policies`` side by side on one trace of ``steps`` steps on ``N`` machines.
 
     ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
@@ -281,7 +240,9 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     coded backups on coded whole plans are not modelled).  ``pull_options``: the
     :class:`~elastic_coded.schemes.policies.pull.PullOptions` of the pull policies (default
     ones).  The pull policies' rules compare times with seconds (a call's cost, a 5 ms
-    wake-up): give ``time_scale`` in seconds when they run.
+    wake-up): give ``time_scale`` in seconds when they run.  ``family_options``: by family
+    name, the options of another registered family the simulator runs by name
+    (:func:`~elastic_coded.sim.variants.sim_families`).
     """
     t_start = time.perf_counter()
     trace = _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage)
@@ -293,7 +254,8 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     q = int(num_rows) if num_rows is not None else 100 * trace.N
     if q < 1:
         raise ArgumentError(f"num_rows: a positive int, got {num_rows!r}")
-    variants = resolve_policies(policies, unified_options, hetero_options, masters)
+    variants = resolve_policies(policies, unified_options, hetero_options, masters,
+                                family_options)
     names = tuple(v if isinstance(v, str) else v.name for v in variants)
     if baseline is not None and baseline not in names:
         raise ArgumentError(f"baseline: {baseline!r} is not among the policies {list(names)}")
@@ -348,10 +310,8 @@ def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured:
             run = PulledRun if v.pulls else WholeRun
             out.append(run(v, stores[v.placement], cache,
                            _Learner(configured) if learns else None, configured, env))
-        elif isinstance(v, UnifiedVariant):
-            out.append(_Unified(v, trace, env))
-        else:
-            out.append(_Hetero(v, trace, configured, env))
+        else:  # a family's own variant: its simulator model runs it
+            out.append(family_of(v.family).sim_model().runner(v, trace, configured, env))
     return out
 
 

@@ -44,17 +44,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from ..algebra.fields import field as make_field
 from ..errors import ArgumentError, ArgumentTypeError, InternalError
+from ..families import SimModel
 from ..schemes.plan import PlanError
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import paced, quorum_time
 from ..schemes.unified import decoding_rows
 
-__all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "map_time", "repair"]
+__all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "UnifiedSim", "SIM_MODEL", "map_time",
+           "repair"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class UnifiedVariant:
     """Policy ``unified`` as the simulator runs it: its options and the rows of ``A`` its
     designs are made for (module docstring)."""
 
+    family: ClassVar[str] = "unified"
     name: str = "unified"
     options: uni.UnifiedOptions = field(default_factory=uni.UnifiedOptions)
     rows: int = 1
@@ -228,3 +232,31 @@ class UnifiedRun:
             start = max((done for _, _, done in fin), default=0.0)
             left = [n for n in left if n not in crashed]
         raise InternalError("unreachable")  # pragma: no cover
+
+
+class UnifiedSim:
+    """Runs a :class:`UnifiedVariant` in :func:`~elastic_coded.sim.runner.simulate`, one
+    ``step(ctx, record)`` per step."""
+
+    def __init__(self, v: UnifiedVariant, trace, configured, env):
+        self.name = v.name
+        self.run = UnifiedRun(v, trace.ids[:trace.N], env.seed, env.ts, env.crash_at)
+
+    def step(self, ctx, rec) -> None:
+        out = self.run.step(ctx.t, ctx.present, ctx.by_machine(ctx.speed),
+                            ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.lying_ids)
+        n, t = self.name, ctx.t
+        rec.times[n][t] = out.time
+        rec.redesigns[n][t] = out.redesigns
+        rec.rows_moved[n][t] = out.rows_moved
+        for key in ("K", "q", "live", "m", "repairs", "repair_calls"):
+            rec.detail(n, key, t, getattr(out, key))
+        rec.detail(n, "caught", t, len(out.caught))
+
+
+def _variant(options, masters) -> UnifiedVariant:
+    return UnifiedVariant("unified", options or uni.UnifiedOptions())
+
+
+SIM_MODEL = SimModel(_variant, UnifiedSim)
+"""The unified family in the simulator (its :class:`~elastic_coded.families.Family`'s ``sim``)."""

@@ -1,27 +1,38 @@
 """The policies the simulator runs, as values: :class:`Variant` (a USCTEC-family plan function on a
-placement kind), :class:`~elastic_coded.sim.unified.UnifiedVariant`,
-:class:`~elastic_coded.sim.hetero.HeteroVariant`, and the bounds.  Pure (no Ray)."""
+placement kind), the variants of the families the simulator runs by name (each family's
+:class:`~elastic_coded.families.SimModel`: :class:`~elastic_coded.sim.unified.UnifiedVariant`,
+:class:`~elastic_coded.sim.hetero.HeteroVariant`, ...), and the bounds.  Pure (no Ray)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
+from ..families import family_names, family_of
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import REGISTRY, get_policy, policy_of
 from .executor import Speculation
-from .hetero import HeteroVariant
-from .unified import UnifiedVariant
 
-__all__ = ["Variant", "VARIANTS", "BOUNDS", "SCHEMES", "resolve_policies"]
+__all__ = ["Variant", "VARIANTS", "BOUNDS", "sim_families", "resolve_policies"]
 
 BOUNDS = ("ideal", "lower_bound")
 """USCTEC-family bounds, reported like policies (see :mod:`elastic_coded.sim.runner`)."""
 
-SCHEMES = ("unified", "hetero")
-"""The other storage families, by name (their options come with :func:`simulate`)."""
+
+
+def sim_families() -> tuple:
+    """The registered families the simulator runs by name (those with a
+    :class:`~elastic_coded.families.SimModel`; their options come with :func:`simulate`)."""
+    return tuple(n for n in family_names() if family_of(n).sim is not None)
+
+
+def _family_variant(p) -> bool:
+    """``p`` is a family's own variant value (it names a family the simulator runs)."""
+    return isinstance(getattr(p, "family", None), str) and p.family in sim_families() and \
+        not isinstance(p, type)
 
 
 @dataclass(frozen=True)
@@ -93,38 +104,32 @@ backup tasks) and ``cyclic`` (equal loads ``(L+S)/N_t``); on the cyclic placemen
 placement, equal loads)."""
 
 
-def _scheme(name: str, unified_options, hetero_options, masters):
-    if name == "unified":
-        return UnifiedVariant("unified", unified_options or UnifiedOptions())
-    if masters is None:
-        raise ArgumentError("masters: policy 'hetero' needs the masters' row counts "
-                            "masters=(L_1, ..., L_M)")
-    return HeteroVariant("hetero", tuple(masters), hetero_options or HeteroOptions())
-
-
 def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None = None,
-                     hetero_options: HeteroOptions | None = None, masters=None) -> list:
+                     hetero_options: HeteroOptions | None = None, masters=None,
+                     family_options: Mapping | None = None) -> list:
     """The variants ``policies`` name: a :data:`VARIANTS` name, another registered USCTEC-family
-    policy (its plan on the design placement), a bound, ``"unified"`` (with
-    ``unified_options``), ``"hetero"`` (with ``masters`` and ``hetero_options``), or a variant
-    value.  Names must be distinct; options given for a scheme not asked for are an error."""
+    policy (its plan on the design placement), a bound, the name of a family the simulator
+    runs (:func:`sim_families`: ``"unified"`` with ``unified_options``, ``"hetero"`` with
+    ``masters`` and ``hetero_options``, another with ``family_options[name]``), or a variant value.
+    Names must be distinct; options given for a scheme not asked for are an error."""
+    by_family = {"unified": unified_options, "hetero": hetero_options, **dict(family_options or {})}
     out, seen = [], set()
-    v: Variant | UnifiedVariant | HeteroVariant | str
+    v: Any
     for p in policies:
-        if isinstance(p, (Variant, UnifiedVariant, HeteroVariant)):
+        if isinstance(p, Variant) or _family_variant(p):
             v = p
         elif isinstance(p, str) and p in BOUNDS:
             v = p
         elif isinstance(p, str) and p in VARIANTS:
             v = VARIANTS[p]
-        elif isinstance(p, str) and p in SCHEMES:
-            v = _scheme(p, unified_options, hetero_options, masters)
+        elif isinstance(p, str) and p in sim_families():
+            v = family_of(p).sim_model().variant(by_family.get(p), masters)
         elif isinstance(p, str) and p in REGISTRY and REGISTRY[p].plan is not None:
             v = Variant(p, p, "design")  # a registered policy: its plan on the design placement
         else:
             raise ArgumentError(f"policies: unknown policy {p!r}; known: "
-                                f"{sorted(VARIANTS) + list(BOUNDS) + list(SCHEMES)} or a Variant, "
-                                f"UnifiedVariant or HeteroVariant")
+                                f"{sorted(VARIANTS) + list(BOUNDS) + list(sim_families())} or a "
+                                f"variant value")
         name = v if isinstance(v, str) else v.name
         if name in seen:
             raise ArgumentError(f"policies: {name!r} given twice")
@@ -139,4 +144,7 @@ def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None 
         if val is not None and scheme not in names:
             raise ArgumentError(f"{key}: given, but {scheme!r} is not among the policies "
                                 f"{list(names)} (a {scheme.capitalize()}Variant carries its own)")
+    for scheme in sorted(set(family_options or {}) - set(names)):
+        raise ArgumentError(f"family_options: given for {scheme!r}, which is not among the "
+                            f"policies {list(names)}")
     return out

@@ -11,7 +11,7 @@ PURE = ["elastic_coded", "elastic_coded.algebra", "elastic_coded.algebra.lagrang
         "elastic_coded.schemes.unified", "elastic_coded.schemes.hetero", "elastic_coded.churn",
         "elastic_coded.config", "elastic_coded.schemes.speeds", "elastic_coded.sim",
         "elastic_coded.jobs", "elastic_coded.cli", "elastic_coded.errors",
-        "elastic_coded.schemes.families", "elastic_coded.runtime.members",
+        "elastic_coded.schemes.families", "elastic_coded.families", "elastic_coded.runtime.members",
         "elastic_coded.runtime.storage"]
 
 

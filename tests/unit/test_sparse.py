@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from elastic_coded.algebra import field, scaling, sparse
 from elastic_coded.algebra.gfp_matmul import matmul_mod
 from elastic_coded.algebra.verify import make_sketch
-from elastic_coded.runtime.family_setup import FAMILIES
+from elastic_coded.runtime.family_setup import setup_of
 from elastic_coded.runtime.operator import check_transpose
 from elastic_coded.runtime.worker import Machine
 
@@ -159,30 +159,30 @@ def test_the_worker_stores_merges_and_drops_csr_row_blocks():
 def test_the_driver_loads_sparse_and_npz_in_the_balanced_order(tmp_path):
     F = field("real")
     A = sp.random(30, 9, density=0.2, random_state=3, format="csc")
-    loaded = FAMILIES["usctec"].load(F, A)
+    loaded = setup_of("usctec").load(F, A)
     assert loaded.shape == (30, 9) and sp.issparse(loaded.data)
     assert np.array_equal(loaded.data.toarray(), A.toarray()[loaded.order])
     assert loaded.weights.total == A.nnz
     path = tmp_path / "a.npz"
     sp.save_npz(path, sp.csr_matrix(A))
-    again = FAMILIES["usctec"].load(F, str(path))
+    again = setup_of("usctec").load(F, str(path))
     assert np.array_equal(again.data.toarray(), loaded.data.toarray())
-    X, shape, cols = FAMILIES["usctec"].inputs(F, loaded, np.ones(9))
+    X, shape, cols = setup_of("usctec").inputs(F, loaded, np.ones(9))
     assert np.allclose(shape(F.matmul(loaded.data, X)), A.toarray() @ np.ones(9))
     with pytest.raises(ValueError, match="A: no file at"):
-        FAMILIES["usctec"].load(F, str(tmp_path / "missing.npz"))
+        setup_of("usctec").load(F, str(tmp_path / "missing.npz"))
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="does not hold a sparse matrix written by"):
-        FAMILIES["usctec"].load(F, str(tmp_path / "junk.npz"))
+        setup_of("usctec").load(F, str(tmp_path / "junk.npz"))
 
 
 def test_unified_and_hetero_refuse_sparse_naming_the_memory_it_would_take():
     A = sp.random(1000, 200, density=0.01, random_state=1, format="csr")
     with pytest.raises(ValueError, match=r"A: policy 'unified' codes A itself .* 1\.5 MiB "
                                          r"per copy .*A\.toarray\(\)"):
-        FAMILIES["unified"].load(field("real"), A)
+        setup_of("unified").load(field("real"), A)
     with pytest.raises(ValueError, match=r"A\[1\]: policy 'hetero' codes A itself"):
-        FAMILIES["hetero"].load(field("real"), [np.ones((3, 2)), A])
+        setup_of("hetero").load(field("real"), [np.ones((3, 2)), A])
     with pytest.raises(ValueError, match="transpose: policy 'unified' codes A itself"):
         check_transpose("unified", False)
 

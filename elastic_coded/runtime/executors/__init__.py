@@ -6,24 +6,22 @@
 * ``unified`` (:mod:`.unified`): Map, Shuffle and Reduce;
 * ``hetero`` (:mod:`.hetero`): every master decoded from its first coded rows.
 
-Each is a function ``(ctx, X, events, prepared) -> (product, Outcome)`` over a frozen
+Each family's :class:`~..family_setup.FamilySetup` names its executors; each is a function
+``(ctx, X, events, prepared) -> (product, Outcome)`` over a frozen
 :class:`~..context.StepContext`: none imports the cluster.
 """
 
 from __future__ import annotations
 
 from ...schemes.registry import policy_of
+from ..family_setup import setup_of
 from .common import Outcome
-from .hetero import run_hetero
-from .pull import run_pull
-from .unified import UnifiedCache, run_unified
-from .whole import run_whole
+from .unified import UnifiedCache
 
-__all__ = ["EXECUTORS", "run_step", "Outcome", "UnifiedCache"]
-
-EXECUTORS = {"whole": run_whole, "pull": run_pull, "unified": run_unified, "hetero": run_hetero}
+__all__ = ["run_step", "Outcome", "UnifiedCache"]
 
 
 def run_step(ctx, X, ev, prep):
     """The step of ``ctx.policy`` by its executor: ``(product, Outcome)``."""
-    return EXECUTORS[policy_of(ctx.policy).execution](ctx, X, ev, prep)
+    policy = policy_of(ctx.policy)
+    return setup_of(policy.family).executor(policy.execution)(ctx, X, ev, prep)

@@ -4,7 +4,8 @@ A *family* is what the machines store: ``usctec`` (uncoded rows of ``A``; the po
 ``usctec-auto`` (the default), ``usctec-pull``, ``usctec``, ``cyclic``, ``uncoded``,
 ``speculative``, ``dynamic`` and ``proportional`` plan over it and may be switched per step;
 options: :class:`PullOptions`), ``unified`` (coded batches, MATH.md §2) or ``hetero`` (coded rows
-per master, MATH.md §3).
+per master, MATH.md §3); each family's options class is in its
+:class:`~elastic_coded.families.Family`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 
 from ...errors import ArgumentError
+from ...families import family_of as _family
 from ..registry import REGISTRY, policy_of
 from .hetero import HeteroOptions
 from .pull import PullOptions
@@ -20,9 +22,6 @@ from .unified import UnifiedOptions
 
 __all__ = ["policy_names", "family_of", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]
-
-_OPTIONS = {"usctec": PullOptions, "unified": UnifiedOptions, "hetero": HeteroOptions}
-
 
 def family_of(policy) -> str:
     """The storage family of ``policy`` (:func:`~elastic_coded.schemes.registry.policy_of`; an
@@ -39,7 +38,7 @@ def parse_options(policy: str, options: Mapping):
     """The typed options of ``policy`` from keyword arguments (or a config mapping); an unknown
     key is an error naming the known ones."""
     fam = family_of(policy)
-    cls = _OPTIONS.get(fam)
+    cls = _family(fam).options_class()
     known = [f.name for f in fields(cls)] if cls is not None else []
     bad = sorted(set(options) - set(known))
     if bad:
