@@ -14,46 +14,73 @@ and applied once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, Protocol
+
 from ..churn import StepEvents, machines_named, parse_events
 from ..errors import ArgumentError
 from ..machines import MachineSpec
+from .tables import DriverTables
 
-__all__ = ["apply"]
+__all__ = ["ChurnEvents", "Membership"]
 
 
-def apply(cl, events=None) -> StepEvents:
-    """Apply the step's events once (module docstring); returns them."""
-    given = None if events is None else parse_events(events)
-    if cl._applied is not None and cl._applied[0] == cl._step:
-        ev = cl._applied[1] if given is None else given
-        if given is not None:
-            _check(cl, ev, cl._present or cl.machines(), "events", joins=False)
-    else:
-        if cl._present is None:
-            cl._present = cl.machines()
-        present = cl._present
-        if given is not None:
-            ev, where = given, "events"
+class Membership(Protocol):
+    """What applying events changes: the cluster's public membership calls."""
+
+    def machines(self) -> list[str]: ...
+
+    def remove_machine(self, machine: str, crash: bool = False) -> None: ...
+
+    def add_machines(self, machines: Iterable) -> int: ...
+
+
+class ChurnEvents:
+    """A churn script's events, drawn once per step and applied once (module docstring).
+    ``generator``: the script's (``events(step, present, K)``); ``K``: the step's ``L + S``."""
+
+    def __init__(self, generator: Any, K: int):
+        self.generator, self.K = generator, K
+        self.applied: tuple | None = None  # (step, events) of the churn applied last
+        self.drawn: tuple | None = None    # (step, events) drawn from the churn script
+
+    def apply(self, step: int, tables: DriverTables, cluster: Membership,
+              events=None) -> StepEvents:
+        """Apply step ``step``'s events once (``events``: instead of the script's) through
+        ``cluster``, the machines present read from ``tables`` (else from ``cluster``); the
+        machines it crashes go to ``tables.crash_idle``.  Returns them."""
+        given = None if events is None else parse_events(events)
+        if self.applied is not None and self.applied[0] == step:
+            ev = self.applied[1] if given is None else given
+            if given is not None:
+                _check(tables.ever, ev, tables.present or cluster.machines(), "events",
+                       joins=False)
         else:
-            if cl._drawn is None or cl._drawn[0] != cl._step:
-                cl._drawn = (cl._step, cl._churn.events(cl._step, present, cl.L + cl.S))
-            ev, where = cl._drawn[1], f"churn script, step {cl._step}"
-        _check(cl, ev, present, where)
-        for m in dict.fromkeys(ev.leave):  # a machine named twice leaves once
-            if m in present:
-                cl.remove_machine(m)
-        if ev.join:
-            cl.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
-        cl._applied = (cl._step, ev)
-    present = cl._present if cl._present is not None else cl.machines()
-    # a crash scheduled for a machine that gets no work this step happens all the same
-    cl._crash_idle = [m for m in ev.crash if m in present]
-    return ev
+            if tables.present is None:
+                tables.present = cluster.machines()
+            present = tables.present
+            if given is not None:
+                ev, where = given, "events"
+            else:
+                if self.drawn is None or self.drawn[0] != step:
+                    self.drawn = (step, self.generator.events(step, present, self.K))
+                ev, where = self.drawn[1], f"churn script, step {step}"
+            _check(tables.ever, ev, present, where)
+            for m in dict.fromkeys(ev.leave):  # a machine named twice leaves once
+                if m in present:
+                    cluster.remove_machine(m)
+            if ev.join:
+                cluster.add_machines([MachineSpec(j.id, j.speed, j.storage) for j in ev.join])
+            self.applied = (step, ev)
+        present = tables.present if tables.present is not None else cluster.machines()
+        # a crash scheduled for a machine that gets no work this step happens all the same
+        tables.crash_idle = [m for m in ev.crash if m in present]
+        return ev
 
 
-def _check(cl, ev: StepEvents, present, where: str, joins: bool = True) -> None:
+def _check(ever: set, ev: StepEvents, present, where: str, joins: bool = True) -> None:
     joining = [j.id for j in ev.join]
-    known = cl._ever | set(joining)
+    known = ever | set(joining)
     for kind, m in machines_named(ev):
         if kind != "join" and m not in known:
             raise ArgumentError(f"{where}: {kind} names machine {m!r}, which was never in this "

@@ -4,8 +4,12 @@ and the benchmarks (DESIGN.md principle 5).  Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 from ..errors import ArgumentError
+
+if TYPE_CHECKING:  # the verifier's module starts Ray's; a report needs none
+    from .verifying import Verdict
 
 __all__ = ["StepReport", "PlanSummary", "PieceSummary", "summarize_plan", "summarize",
            "ReportLog"]
@@ -69,6 +73,13 @@ def summarize_plan(plan) -> PlanSummary | None:
     return PlanSummary(kind, tuple(plan.available), plan.L, plan.S, plan.K,
                        float(getattr(plan, "c_int", getattr(base, "c_int", 0.0))),
                        len(base.groups), pieces)
+
+
+VERDICT_FIELDS = ("verified", "caught", "repaired", "recomputed", "excluded", "condition",
+                  "error_bound", "relative_error_bound", "t_verify", "verified_error_bound",
+                  "relative_verified_error_bound", "estimated_error",
+                  "relative_estimated_error", "improved")
+"""The :class:`~elastic_coded.runtime.verifying.Verdict` fields a report reads as its own."""
 
 
 @dataclass(frozen=True)
@@ -147,45 +158,94 @@ class StepReport:
     ``t*``, rescued masters; a pull step: ``mode``, ``units``, ``pieces``, ``calls`` sent,
     ``cancelled``, ``stolen``, ``slowed``, ``decisions``: the queue's ``next_for`` calls and
     ``t_decide``: the driver's wall seconds in them)."""
-    verified: bool | None = None
-    """``True`` when the product was checked against the sketch of ``A`` (and repaired if it
-    failed) before it was returned; ``None`` when verification is off or not available (the
-    unified scheme in the reals).  See :mod:`elastic_coded.runtime.verifying`."""
-    caught: tuple = ()
-    """Machines whose results were found wrong in this step."""
-    repaired: tuple = ()
-    """Outputs (pieces; hetero: masters) decoded again from results that check."""
-    recomputed: int = 0
-    """Results computed again to repair wrong outputs."""
-    excluded: tuple = ()
-    """Machines removed after this step, caught returning wrong results in too many steps."""
-    condition: float | None = None
-    """Real field: the largest decode condition number among the step's outputs."""
-    error_bound: float | None = None
-    """A bound on ``||Y - A B||_F`` (``0.0`` over finite fields; ``None``: none known)."""
-    relative_error_bound: float | None = None
-    """``error_bound / ||Y||_F`` (hetero: the largest over the masters)."""
-    t_verify: float = 0.0
-    """Seconds spent checking (and repairing) the product."""
-    verified_error_bound: float | None = None
-    """Real field: a bound on ``||Y - A B||_F`` whatever the machines did, lies included (from
-    the residual of the check that accepted ``Y``; it fails with probability about ``1e-13``),
-    at least ``error_bound``, which assumes every result was computed honestly."""
-    relative_verified_error_bound: float | None = None
-    """``verified_error_bound / ||Y||_F``."""
-    estimated_error: float | None = None
-    """Real field, verified: an estimate of ``||Y - A B||_F`` itself, from the residual of the
-    check that accepted ``Y`` (``||U E||_F / sqrt(t)``, whose mean square is ``||E||_F^2``)."""
-    relative_estimated_error: float | None = None
-    """``estimated_error / ||Y||_F``: what the cluster's ``tolerance`` is held to."""
-    improved: tuple = ()
-    """Pieces decoded again from better-conditioned results because the estimate exceeded the
-    tolerance."""
+    verdict: Verdict | None = None
+    """What verification found (:class:`~elastic_coded.runtime.verifying.Verdict`; ``None``: no
+    verdict, its fields read as their defaults).  Its fields read as the report's own:
+    :attr:`verified`, :attr:`caught`, :attr:`repaired`, :attr:`recomputed`, :attr:`excluded`,
+    :attr:`condition`, :attr:`error_bound`, :attr:`relative_error_bound`, :attr:`t_verify`,
+    :attr:`verified_error_bound`, :attr:`relative_verified_error_bound`,
+    :attr:`estimated_error`, :attr:`relative_estimated_error` and :attr:`improved`."""
     full_plan: object = field(default=None, repr=False)
     """The plan itself (a :class:`~elastic_coded.schemes.plan.StepPlan`, a pull plan, a
     :class:`~elastic_coded.schemes.policies.hetero.HeteroStepPlan` or the unified storage), kept
     only with ``keep_plans=True`` (for debugging: a unified plan holds its generator matrix,
     megabytes); ``None`` otherwise."""
+
+    @property
+    def verified(self) -> bool | None:
+        """``True`` when the product was checked against the sketch of ``A`` (and repaired if it
+        failed) before it was returned; ``None`` when verification is off or not available (the
+        unified scheme in the reals).  See :mod:`elastic_coded.runtime.verifying`."""
+        return self.verdict.verified if self.verdict is not None else None
+
+    @property
+    def caught(self) -> tuple:
+        """Machines whose results were found wrong in this step."""
+        return self.verdict.caught if self.verdict is not None else ()
+
+    @property
+    def repaired(self) -> tuple:
+        """Outputs (pieces; hetero: masters) decoded again from results that check."""
+        return self.verdict.repaired if self.verdict is not None else ()
+
+    @property
+    def recomputed(self) -> int:
+        """Results computed again to repair wrong outputs."""
+        return self.verdict.recomputed if self.verdict is not None else 0
+
+    @property
+    def excluded(self) -> tuple:
+        """Machines removed after this step, caught returning wrong results in too many steps."""
+        return self.verdict.excluded if self.verdict is not None else ()
+
+    @property
+    def condition(self) -> float | None:
+        """Real field: the largest decode condition number among the step's outputs."""
+        return self.verdict.condition if self.verdict is not None else None
+
+    @property
+    def error_bound(self) -> float | None:
+        """A bound on ``||Y - A B||_F`` (``0.0`` over finite fields; ``None``: none known)."""
+        return self.verdict.error_bound if self.verdict is not None else None
+
+    @property
+    def relative_error_bound(self) -> float | None:
+        """``error_bound / ||Y||_F`` (hetero: the largest over the masters)."""
+        return self.verdict.relative_error_bound if self.verdict is not None else None
+
+    @property
+    def t_verify(self) -> float:
+        """Seconds spent checking (and repairing) the product."""
+        return self.verdict.t_verify if self.verdict is not None else 0.0
+
+    @property
+    def verified_error_bound(self) -> float | None:
+        """Real field: a bound on ``||Y - A B||_F`` whatever the machines did, lies included (from
+        the residual of the check that accepted ``Y``; it fails with probability about ``1e-13``),
+        at least ``error_bound``, which assumes every result was computed honestly."""
+        return self.verdict.verified_error_bound if self.verdict is not None else None
+
+    @property
+    def relative_verified_error_bound(self) -> float | None:
+        """``verified_error_bound / ||Y||_F``."""
+        return self.verdict.relative_verified_error_bound if self.verdict is not None else None
+
+    @property
+    def estimated_error(self) -> float | None:
+        """Real field, verified: an estimate of ``||Y - A B||_F`` itself, from the residual of the
+        check that accepted ``Y`` (``||U E||_F / sqrt(t)``, whose mean square is ``||E||_F^2``)."""
+        return self.verdict.estimated_error if self.verdict is not None else None
+
+    @property
+    def relative_estimated_error(self) -> float | None:
+        """``estimated_error / ||Y||_F``: what the cluster's ``tolerance`` is held to."""
+        return self.verdict.relative_estimated_error if self.verdict is not None else None
+
+    @property
+    def improved(self) -> tuple:
+        """Pieces decoded again from better-conditioned results because the estimate exceeded the
+        tolerance."""
+        return self.verdict.improved if self.verdict is not None else ()
 
     @property
     def redundancy(self) -> float:
@@ -198,8 +258,13 @@ class StepReport:
         return self.t_total - self.slowest_needed_s
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("plan", "full_plan")}
+        """The report's fields by name (the verdict's fields in its place), for JSON."""
+        d: dict = {}
+        for f in fields(self):
+            if f.name == "verdict":
+                d.update({v: getattr(self, v) for v in VERDICT_FIELDS})
+            elif f.name not in ("plan", "full_plan"):
+                d[f.name] = getattr(self, f.name)
         d["decoded_by"] = {str(k): list(v) for k, v in self.decoded_by.items()}
         d["groups"] = self.plan.groups if self.plan is not None else 0
         d["overhead_s"] = self.overhead_s
