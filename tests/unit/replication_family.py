@@ -2,9 +2,8 @@
 step takes the first copy of ``A @ B`` back.  :func:`register` adds it (its family and its one
 policy, ``replication``); the runtime and the simulator then run it with no change elsewhere."""
 
-import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from elastic_coded.errors import PlanError
@@ -17,8 +16,7 @@ NAME = "replication"
 
 @dataclass(frozen=True)
 class CopyPlan:
-    """A step's plan: the machines asked for a copy (read by the step report's summary)."""
-
+    """The machines asked for a copy and ``A``'s rows (and the code fields a report reads)."""
     available: tuple
     rows: int = 0
     L: int = 1
@@ -29,7 +27,7 @@ class CopyPlan:
 
 
 class Copies:
-    """The storage: which machines hold a whole copy of ``A`` (source ``"A"``)."""
+    """The storage: the machines holding a whole copy of ``A`` (source ``"A"``)."""
 
     name, has_LS = NAME, False
 
@@ -38,58 +36,40 @@ class Copies:
 
     storage = property(lambda self: self.held)
 
-    def sources(self):
-        return ("A",)
-
     def _copy_to(self, machines) -> Change:
         new = [m for m in machines if m not in self.held]
-        self.held = self.held + tuple(new)
+        self.held += tuple(new)
         return Change([("A", 0, self.q, m) for m in new])
 
-    def start(self, specs):
-        return self._copy_to([s.id for s in specs])
-
-    def join(self, spec):
-        return self._copy_to([spec.id])
+    start = lambda self, specs: self._copy_to([s.id for s in specs])
+    join = lambda self, spec: self._copy_to([spec.id])
+    repair = lambda self, present, S, n_cols=None: self._copy_to(present.machines)
 
     def forget(self, machine):
         self.held = tuple(m for m in self.held if m != machine)
 
-    def repair(self, present, S, n_cols=None):
-        return self._copy_to(present.machines)
-
     def rescue(self, m, need, exclude, machines):
         raise PlanError("rescue: copies are never rescued")
 
-    def plan(self, policy, present, S, request):
-        return CopyPlan(tuple(m for m in present.machines if m in self.held), self.q)
-
-    def holders(self, rows, present):
-        return [(rows, [m for m in present if m in self.held])]
-
-    def snapshot(self):
-        return self.held
+    plan = lambda self, policy, present, S, request: CopyPlan(
+        tuple(m for m in present.machines if m in self.held), self.q)
+    holders = lambda self, rows, present: [(rows, [m for m in present if m in self.held])]
 
     def restore(self, state):
         self.held = tuple(state)
 
-    def members(self):
-        return self.held
-
-    def state_key(self):
-        return self.held
+    sources = lambda self: ("A",)
+    snapshot = members = state_key = lambda self: self.held
 
 
 class FirstCopy:
-    """Collects the first whole copy of the product."""
+    """The step's collector: the first whole copy of the product."""
 
     def __init__(self):
         self.Y, self.used_by = None, {}
 
     done = property(lambda self: self.Y is not None)
-
-    def needs(self, task):
-        return self.Y is None
+    needs = lambda self, task: self.Y is None
 
     def add(self, machine, task, H):
         if self.Y is not None:
@@ -102,46 +82,37 @@ def run_copies(ctx, X, ev, prep):
     """Every machine of the plan computes ``A @ X``; the first result is the product."""
     import ray
 
-    from elastic_coded.runtime.executors.common import Outcome
+    from elastic_coded.runtime.executors.common import Outcome, crash_at
     from elastic_coded.runtime.gather import Gather
     from elastic_coded.schemes.wire import Call, TaskSpec
 
     t0, plan, col = time.perf_counter(), prep.plan, FirstCopy()
     g = Gather([ray.put(X)], ctx.handles, col, lambda m, call: [])
     g.cols_of = {0: X.shape[1]}
-    total = plan.rows * X.shape[1]
-    task = TaskSpec("A", (0, plan.rows), 0, None, 0, 0)
+    total, task = plan.rows * X.shape[1], TaskSpec("A", (0, plan.rows), 0, None, 0, 0)
     for m in plan.available:
-        g.dispatch(m, None, Call(ctx.step, (task,), total, float(ev.slow.get(m, 1.0))))
+        g.dispatch(m, None, Call(ctx.step, (task,), total, float(ev.slow.get(m, 1.0)),
+                                 crash_at=crash_at(m, ev)))
     g.run()
     return col.Y, Outcome(g, time.perf_counter() - t0, 0.0, total, col.used_by)
 
 
 class NoChecks:
-    """Copies are not checked (the verifier reports the step unverified)."""
+    """Copies are not decoded, so not checked (the verifier reports the step unverified)."""
 
     hint = "none: copies are not decoded"
-
-    def __init__(self, verifier):
-        pass
-
-    def check(self, ctx, X, Y, out, prep, state):
-        return Y, (None, 0.0, 0.0)
-
-    def improve(self, ctx, X, Y, out, state):
-        return None
-
-
-def no_precheck(*args):
-    return ()
+    __init__ = lambda self, verifier: None
+    check = lambda self, ctx, X, Y, out, prep, state: (Y, (None, 0.0, 0.0))
+    improve = lambda self, ctx, X, Y, out, state: None
 
 
 def runtime_setup():
+    """The driver side: ``A`` loaded and put like the USCTEC family's, its own executor."""
     from elastic_coded.runtime.family_setup import USCTEC_SETUP
 
-    return dataclasses.replace(USCTEC_SETUP, name=NAME, takes_LS=False, learns_speeds=False,
-                               prefetches=False, precheck=no_precheck, checks=NoChecks,
-                               executors={NAME: run_copies})
+    return replace(USCTEC_SETUP, name=NAME, takes_LS=False, learns_speeds=False,
+                   prefetches=False, precheck=lambda *args: (), checks=NoChecks,
+                   executors={NAME: run_copies})
 
 
 @dataclass(frozen=True)
@@ -150,7 +121,7 @@ class CopyVariant:
     name: str = NAME
 
 
-def copy_variant(options, masters):
+def copy_variant(options, masters):  # the variant made from the options given for it
     return CopyVariant()
 
 
