@@ -131,11 +131,11 @@ def timed_verify(ill: bool, budget: float) -> tuple[float, int]:
     worst pattern (estimate ~1e-6), its other results kept late; else the default code."""
     from types import SimpleNamespace
 
+    from elastic_coded.families.usctec import cyclic_placement, plan_step
     from elastic_coded.runtime.context import ControllerClient, StepContext
     from elastic_coded.runtime.verifying import Verifier
     from elastic_coded.schemes.policies.collect import LagrangeCollector
     from elastic_coded.schemes.reference import assemble
-    from elastic_coded.schemes.usctec import cyclic_placement, plan_step
     from elastic_coded.schemes.wire import TaskSpec
 
     L, S, n = 12, 12, 26
@@ -238,7 +238,7 @@ def unified_conditioning(quick: bool) -> list[dict]:
     from fractions import Fraction
 
     from elastic_coded.algebra import relative_error
-    from elastic_coded.schemes.unified import (
+    from elastic_coded.families.unified import (
         decode_condition,
         reduce_groups,
         rows_multiple,

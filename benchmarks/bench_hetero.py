@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from elastic_coded.schemes import hetero as H  # noqa: E402
+from elastic_coded.families import hetero as H  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PAPER = {"reduction_vs_uncoded": 0.80, "reduction_vs_unbalanced_coded": 0.49}

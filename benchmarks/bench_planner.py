@@ -21,8 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from results_io import write_results  # noqa: E402
 
-from elastic_coded.schemes.plan import Placement, RowBlock  # noqa: E402
-from elastic_coded.schemes.usctec import (  # noqa: E402
+from elastic_coded.families.usctec import (  # noqa: E402
     SpeedModel,
     cyclic_placement,
     design_placement,
@@ -34,8 +33,9 @@ from elastic_coded.schemes.usctec import (  # noqa: E402
     plan_step,
     validate,
 )
-from elastic_coded.schemes.usctec._fractional import _present_atoms, _step_lp  # noqa: E402
-from elastic_coded.schemes.usctec._layout import _cum_round  # noqa: E402
+from elastic_coded.families.usctec._fractional import _present_atoms, _step_lp  # noqa: E402
+from elastic_coded.families.usctec._layout import _cum_round  # noqa: E402
+from elastic_coded.schemes.plan import Placement, RowBlock  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

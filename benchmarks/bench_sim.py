@@ -54,7 +54,7 @@ if ROOT not in sys.path:
 from results_io import write_results  # noqa: E402
 
 from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
-from elastic_coded.schemes.unified import latency_load  # noqa: E402
+from elastic_coded.families.unified import latency_load  # noqa: E402
 from elastic_coded.sim import (  # noqa: E402
     HeteroOptions,
     HeteroVariant,

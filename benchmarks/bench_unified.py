@@ -28,7 +28,7 @@ K, MU, N, M = 6, 0.5, 12, 60
 
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
     from elastic_coded.algebra import field
-    from elastic_coded.schemes.unified import (
+    from elastic_coded.families.unified import (
         latency_load,
         run_in_process,
         simulate_map_latency,
@@ -96,7 +96,7 @@ def plot(res, out_dir: str) -> list[str]:
     its q, and the setup in the title.  Returns the file written."""
     from fractions import Fraction
 
-    from elastic_coded.schemes.unified import plot_tradeoff, tradeoff
+    from elastic_coded.families.unified import plot_tradeoff, tradeoff
 
     tr = tradeoff(res["K"], res["mu"], res["N"])
     how = {"ray": "on Ray, mean of 6 steps"}

@@ -24,10 +24,10 @@ _LAZY = {
 rest of the errors stay importable from their modules."""
 
 _MOVED = {
-    "optimal_load": "schemes.usctec", "fill": "schemes.usctec",
-    "cyclic_placement": "schemes.usctec", "design_placement": "schemes.usctec",
-    "plan_step": "schemes.usctec", "validate": "schemes.usctec",
-    "expected_time": "schemes.usctec", "SpeedModel": "schemes.usctec",
+    "optimal_load": "families.usctec", "fill": "families.usctec",
+    "cyclic_placement": "families.usctec", "design_placement": "families.usctec",
+    "plan_step": "families.usctec", "validate": "families.usctec",
+    "expected_time": "families.usctec", "SpeedModel": "families.usctec",
     "Placement": "schemes.plan", "StepPlan": "schemes.plan",
     "ChurnScript": "churn", "parse_churn": "churn", "OptionError": "options",
     "BudgetError": "errors",

@@ -301,8 +301,8 @@ def _add_tradeoff_parser(subparsers) -> argparse.ArgumentParser:
 
 def _parse_mu(text: str, K: int) -> Fraction:
     """``"1/3"`` exactly; a decimal such as ``"0.333"`` as a float, snapped to ``p/d``
-    (``d <= K``) when within ``5e-4`` (:func:`~elastic_coded.schemes.unified.as_mu`)."""
-    from .schemes.unified import as_mu
+    (``d <= K``) when within ``5e-4`` (:func:`~elastic_coded.families.unified.as_mu`)."""
+    from .families.unified import as_mu
 
     text = str(text).strip()
     if "/" in text:
@@ -315,7 +315,7 @@ def _parse_mu(text: str, K: int) -> Fraction:
 
 
 def _tradeoff_to_dict(t) -> dict:
-    """A :class:`~elastic_coded.schemes.unified.Tradeoff` as plain JSON types: floats, with the
+    """A :class:`~elastic_coded.families.unified.Tradeoff` as plain JSON types: floats, with the
     exact fractions as strings."""
     return {
         "K": t.K, "mu": str(t.mu), "N": t.N,
@@ -336,7 +336,7 @@ def _tradeoff_error(msg: str) -> None:
 def _tradeoff_input(args: argparse.Namespace):
     """The tradeoff for ``args.K``, ``args.mu``, ``args.N``, after checking the output folders;
     raises ``ValueError``/``TypeError`` naming the bad argument."""
-    from .schemes.unified import tradeoff
+    from .families.unified import tradeoff
 
     K = args.K
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
@@ -351,7 +351,7 @@ def _tradeoff_input(args: argparse.Namespace):
 def _tradeoff(args: argparse.Namespace) -> int:
     """Print the tradeoff table; write ``args.json`` and draw ``args.plot`` when given.
     Returns the exit status."""
-    from .schemes.unified import plot_tradeoff
+    from .families.unified import plot_tradeoff
 
     try:
         t = _tradeoff_input(args)

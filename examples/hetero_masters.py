@@ -29,8 +29,8 @@ import numpy as np
 import ray
 
 from elastic_coded.algebra import relative_error
+from elastic_coded.families.hetero import random_problem, simulate
 from elastic_coded.runtime import ElasticCluster
-from elastic_coded.schemes.hetero import random_problem, simulate
 
 M, N, ROWS, COLS = 3, 12, (240, 300, 360), 64
 METHODS = ("simple_greedy", "iterated_greedy", "exact", "probabilistic")

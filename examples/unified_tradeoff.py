@@ -23,8 +23,8 @@ import numpy as np
 import ray
 
 from elastic_coded.algebra import field
+from elastic_coded.families.unified import latency_load, plot_tradeoff, tradeoff
 from elastic_coded.runtime import ElasticCluster
-from elastic_coded.schemes.unified import latency_load, plot_tradeoff, tradeoff
 
 K, MU, M, N_COLS, N = 6, Fraction(1, 2), 60, 8, 12
 QS = (2, 3, 4, 6)

@@ -9,12 +9,14 @@ executions its policies may run, its simulator model (:class:`SimModel`) and its
 (:class:`~elastic_coded.runtime.family_setup.FamilySetup`: loading ``A``, the checks before
 Ray starts, the object-store sources, the step's inputs, the verifier's checks and the
 executors).  Each of those may be given as the object itself or as ``"module:attribute"``,
-imported when first asked for, so that this registry imports neither Ray nor the schemes.
+imported when first asked for, so that this registry never imports Ray.  Each built-in scheme
+has its folder here (``usctec/``, ``unified/``, ``hetero/``): its pure code and, in
+``family.py``, its :class:`Family` value.
 """
 
 from __future__ import annotations
 
-from .hetero import HETERO
+from .hetero.family import HETERO
 from .registry import (
     _BUILT_IN,
     Family,
@@ -26,8 +28,8 @@ from .registry import (
     resolve,
     unregister_family,
 )
-from .unified import UNIFIED
-from .usctec import USCTEC
+from .unified.family import UNIFIED
+from .usctec.family import USCTEC
 
 __all__ = ["Family", "SimModel", "register_family", "unregister_family", "family_of",
            "family_names", "built_in", "resolve", "USCTEC", "UNIFIED", "HETERO"]

@@ -3,12 +3,12 @@ condition of the Reduce's decodes, and repaired from Map results that check.
 
 **Condition** (real field).  Server ``k`` of the fastest ``Q`` decodes each of its outputs by
 solving ``G[rows] y = v`` for the ``m`` coded rows of its Reduce
-(:func:`~elastic_coded.schemes.unified.reduce_groups`, known from the Shuffle plan).  The real
-storage code is a lane code (``schemes/unified/_lanes.py``): that solve is one small solve per
+(:func:`~elastic_coded.families.unified.reduce_groups`, known from the Shuffle plan).  The real
+storage code is a lane code (``families/unified/_lanes.py``): that solve is one small solve per
 lane (position of a batch), each lane's values computed from its own rows of ``A`` only, so
 each lane's error is bounded by its own :func:`~elastic_coded.algebra.lagrange.solve_condition`
 times its rows' share of ``||A||_F ||X||_F``, and the largest of them bounds the whole
-(:func:`~elastic_coded.schemes.unified.decode_condition`).  The step's ``condition`` is the
+(:func:`~elastic_coded.families.unified.decode_condition`).  The step's ``condition`` is the
 largest over its row sets (cached per storage version, fastest servers and width: the same
 fastest servers give the same sets), and its bound ``1.01 gamma_{n + 10 d} kappa ||A||_F
 ||X||_F``, as for the other schemes, with ``d`` the size of the largest solve
@@ -20,7 +20,7 @@ reaches every server it is sent to).  So every server of ``Q`` hands over the Ma
 kept (:meth:`~.worker.Machine.map_result`), and each is checked against a sketch of the coded
 storage ``G [A; 0]`` (row runs of the server's batches, a plain product's tolerance): a server
 whose values fail is caught.  The product is decoded at the driver from ``m`` coded rows that
-check (:func:`~elastic_coded.schemes.unified.decoding_rows`: the systematic rows, ``A``'s own,
+check (:func:`~elastic_coded.families.unified.decoding_rows`: the systematic rows, ``A``'s own,
 first; over the reals lane-balanced); when the rows of the servers of ``Q`` that check do not
 decode, other servers not caught compute their Map again.  Rows that check and still do not
 decode raise :class:`~.verifying.VerificationError`: never a wrong product.
@@ -35,7 +35,7 @@ import ray
 
 from ..algebra.lagrange import rounding_bound
 from ..algebra.verify import check, make_sketch
-from ..schemes import unified as uni
+from ..families import unified as uni
 from ..schemes.policies import unified as upol
 from ..schemes.wire import Call
 from .context import StepContext

@@ -6,7 +6,7 @@ and controller reach it through a :class:`~.hosting.MachineHandle`.
 
 For the unified framework it also keeps a Map result between the phases of a step and builds,
 receives and reduces coded-multicast packets with the pure functions of
-:mod:`elastic_coded.schemes.unified`.
+:mod:`elastic_coded.families.unified`.
 
 Its methods are coroutines run by the process's event loop, so that a running step can be
 cancelled (``ray.cancel``) and a ping is answered while it computes.  A crash (scripted, or
@@ -320,7 +320,7 @@ class Machine:
     async def shuffle_send(self, step: int, design, plan, k: int) -> list:
         """Build and put (once each) the packets server ``k`` (this machine) sends in ``plan``.
         Returns ``[(transmission index, ObjectRef, values in the packet), ...]``."""
-        from ..schemes.unified import encode_packet
+        from ..families.unified import encode_packet
 
         own = self._kept_map(step)
         self._got[step] = {}
@@ -335,7 +335,7 @@ class Machine:
     async def shuffle_receive(self, step: int, design, plan, k: int, packets: list) -> int:
         """Fetch the packets ``[(transmission index, ObjectRef), ...]`` meant for server ``k``
         and decode them.  Returns the number of values recovered."""
-        from ..schemes.unified import receive_packet
+        from ..families.unified import receive_packet
 
         own = self._kept_map(step)
         arrays = await asyncio.gather(*[ref for _, ref in packets])
@@ -347,7 +347,7 @@ class Machine:
     async def reduce(self, step: int, design, plan, k: int):
         """Server ``k``'s Reduce: ``(outputs, m x len(outputs) values)``; forgets the values
         received (the Map result is kept until the next step's Map)."""
-        from ..schemes.unified import reduce_server
+        from ..families.unified import reduce_server
 
         own = self._kept_map(step)
         Y = await asyncio.to_thread(reduce_server, design, plan, k, own, self._got.get(step, {}))

@@ -2,7 +2,7 @@
 no Ray.
 
 One small class per storage family, each a thin adapter over the scheme's pure functions
-(:mod:`elastic_coded.schemes.usctec`, :mod:`elastic_coded.schemes.policies.hetero`,
+(:mod:`elastic_coded.families.usctec`, :mod:`elastic_coded.schemes.policies.hetero`,
 :mod:`elastic_coded.schemes.policies.unified`), all answering the :class:`Family` protocol.  A
 family holds its storage (a placement, or the scheme's storage) and nothing else: every other
 input is an argument (the machines present with their budgets and speeds, :class:`Present`) or
@@ -26,14 +26,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from ..errors import ArgumentError, PlanError
-from ..machines import MachineSpec
-from .plan import Placement
-from .policies import hetero as het
-from .policies import unified as uni
-from .policies.rules import hetero_needs_replan
-from .registry import get_policy, policy_of, step_code
-from .row_units import UnitsFamily, row_units
-from .usctec import (
+from ..families.usctec import (
     SpeedModel,
     cyclic_placement,
     design_placement,
@@ -41,6 +34,13 @@ from .usctec import (
     repair_placement,
     validate,
 )
+from ..machines import MachineSpec
+from .plan import Placement
+from .policies import hetero as het
+from .policies import unified as uni
+from .policies.rules import hetero_needs_replan
+from .registry import get_policy, policy_of, step_code
+from .row_units import UnitsFamily, row_units
 
 __all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
            "HeteroFamily", "UnifiedFamily", "make_usctec", "make_hetero", "make_unified",
@@ -219,7 +219,7 @@ class UsctecFamily:
 
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
         """Every row on ``L+S`` of the machines ``present`` within their budgets
-        (:func:`~elastic_coded.schemes.usctec.repair_placement`; a
+        (:func:`~elastic_coded.families.usctec.repair_placement`; a
         :class:`~elastic_coded.errors.BudgetError` when they cannot hold that).  A machine
         whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
         ids = list(present.machines)

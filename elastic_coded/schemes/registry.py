@@ -28,28 +28,28 @@ __all__ = ["Policy", "REGISTRY", "register_policy", "unregister_policy", "policy
 
 def usctec_plan(placement, available, speeds, L, S):
     """USCTEC (MATH.md §1): the per-step optimum for the speeds given."""
-    from .usctec import plan_step
+    from ..families.usctec import plan_step
 
     return plan_step(placement, available, speeds, L, S)
 
 
 def cyclic_plan(placement, available, speeds, L, S):
     """Coded elastic computing (Yang et al.): equal loads ``(L+S)/N_t``, blind to speeds."""
-    from .usctec import plan_step
+    from ..families.usctec import plan_step
 
     return plan_step(placement, available, np.ones(len(tuple(available))), L, S)
 
 
 def uncoded_plan(placement, available, speeds, L, S):
     """Uncoded: rows split evenly over the machines present (``L=1, S=0``), wait for all."""
-    from .usctec import plan_step
+    from ..families.usctec import plan_step
 
     return plan_step(placement, available, np.ones(len(tuple(available))), 1, 0)
 
 
 def proportional_plan(placement, available, speeds, L, S):
     """Uncoded, rows split in proportion to the speed estimates (``L=1, S=0``), wait for all."""
-    from .usctec import plan_step
+    from ..families.usctec import plan_step
 
     return plan_step(placement, available, speeds, 1, 0)
 

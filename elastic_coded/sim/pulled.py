@@ -26,10 +26,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..families.usctec import validate
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
-from ..schemes.usctec import validate
 from .cost import dispatch_offsets, driver_finish
 from .executor import Speculation, _Compiled, _execute
 from .lagrange_lies import repair_lies

@@ -59,17 +59,17 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..families import family_of
-from ..schemes.policies.hetero import HeteroOptions
-from ..schemes.policies.pull import PullOptions
-from ..schemes.policies.unified import UnifiedOptions
-from ..schemes.registry import ideal_time
-from ..schemes.usctec import (
+from ..families.usctec import (
     SpeedModel,
     cyclic_placement,
     design_placement,
     extend_placement,
     repair_placement,
 )
+from ..schemes.policies.hetero import HeteroOptions
+from ..schemes.policies.pull import PullOptions
+from ..schemes.policies.unified import UnifiedOptions
+from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
 from .executor import PlanCache, _PlacementIndex
 from .learn import _Learner

@@ -25,7 +25,7 @@ Shuffle uses); a liar outside them costs nothing.  The check fails after the Red
 at the Map's end); every server of the fastest ``q`` then hands over the Map result it kept (a
 repair call each, no compute: no time in the compute model), and the liars among them are
 caught.  When the coded rows of the honest ones decode
-(:func:`~elastic_coded.schemes.unified.decoding_rows`), the product is decoded again at the
+(:func:`~elastic_coded.families.unified.decoding_rows`), the product is decoded again at the
 driver (untimed): the lie costs no time.  Otherwise the other servers, in server order, compute
 their Map again one after the other (the driver waits for each) until the rows that check
 decode: a server whose machine is not present or already caught is skipped, a crashed one fails
@@ -51,10 +51,10 @@ import numpy as np
 from ..algebra.fields import field as make_field
 from ..errors import ArgumentError, ArgumentTypeError, InternalError
 from ..families import SimModel
+from ..families.unified import decoding_rows
 from ..schemes.plan import PlanError
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import paced, quorum_time
-from ..schemes.unified import decoding_rows
 
 __all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "UnifiedSim", "SIM_MODEL", "map_time",
            "repair"]

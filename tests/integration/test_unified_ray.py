@@ -13,8 +13,8 @@ import pytest
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.churn import StepEvents
+from elastic_coded.families.unified import latency_load, run_in_process
 from elastic_coded.runtime import ElasticCluster
-from elastic_coded.schemes.unified import latency_load, run_in_process
 
 pytestmark = pytest.mark.ray
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 from elastic_coded.cli import main
-from elastic_coded.schemes.unified import tradeoff
+from elastic_coded.families.unified import tradeoff
 
 
 def _tradeoff(*argv: str) -> int:

@@ -7,8 +7,8 @@ import pytest
 
 import elastic_coded as ec
 from elastic_coded import errors
-from elastic_coded.schemes.usctec import cyclic_placement
-from elastic_coded.schemes.usctec._repair import repair_placement
+from elastic_coded.families.usctec import cyclic_placement
+from elastic_coded.families.usctec._repair import repair_placement
 
 BUILTIN = {"ConfigError": ValueError, "PlanError": ValueError, "BudgetError": ValueError,
            "ShortOfMachines": ValueError, "StepFailed": RuntimeError,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import optimize
 from scipy.special import lambertw
 
-from elastic_coded.schemes import hetero as H
+from elastic_coded.families import hetero as H
 
 # -------------------------------------------------------------------------------------------
 # helpers
@@ -399,10 +399,10 @@ def test_package_exports_the_public_names():
     assert sorted(H.__all__) == sorted(HETERO_NAMES)
     for name in H.__all__:
         obj = getattr(H, name)
-        assert obj.__module__.startswith("elastic_coded.schemes.hetero._"), name
+        assert obj.__module__.startswith("elastic_coded.families.hetero._"), name
 
 
 def test_scheme_does_not_import_ray():
-    code = ("import sys, elastic_coded.schemes.hetero; "
+    code = ("import sys, elastic_coded.families.hetero; "
             "sys.exit(1 if 'ray' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

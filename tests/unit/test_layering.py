@@ -6,9 +6,9 @@ import sys
 import pytest
 
 PURE = ["elastic_coded", "elastic_coded.algebra", "elastic_coded.algebra.lagrange",
-        "elastic_coded.algebra.mds", "elastic_coded.schemes.usctec", "elastic_coded.schemes.plan",
+        "elastic_coded.algebra.mds", "elastic_coded.families.usctec", "elastic_coded.schemes.plan",
         "elastic_coded.schemes.reference", "elastic_coded.schemes.registry",
-        "elastic_coded.schemes.unified", "elastic_coded.schemes.hetero", "elastic_coded.churn",
+        "elastic_coded.families.unified", "elastic_coded.families.hetero", "elastic_coded.churn",
         "elastic_coded.config", "elastic_coded.schemes.speeds", "elastic_coded.sim",
         "elastic_coded.jobs", "elastic_coded.cli", "elastic_coded.errors",
         "elastic_coded.schemes.families", "elastic_coded.families", "elastic_coded.runtime.members",

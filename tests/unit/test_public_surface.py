@@ -27,7 +27,7 @@ def test_every_exported_error_is_an_elastic_coded_error():
             assert issubclass(obj, elastic_coded.ElasticCodedError), name
 
 
-@pytest.mark.parametrize("name,module", [("plan_step", "elastic_coded.schemes.usctec"),
+@pytest.mark.parametrize("name,module", [("plan_step", "elastic_coded.families.usctec"),
                                          ("Placement", "elastic_coded.schemes.plan"),
                                          ("OptionError", "elastic_coded.options")])
 def test_a_moved_name_warns_with_its_module_and_is_the_same_object(name, module):

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic_coded.families.usctec import design_placement, validate
 from elastic_coded.schemes.policies import parse_options
 from elastic_coded.schemes.policies import pull as pl
-from elastic_coded.schemes.usctec import design_placement, validate
 
 
 def _placement(n, seed=0, rows=240, L=4, S=2, budget=1.0):

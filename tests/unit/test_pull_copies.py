@@ -13,10 +13,10 @@ import numpy as np
 
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
+from elastic_coded.families.usctec import cyclic_placement, plan_step
 from elastic_coded.schemes.policies import pull as pl
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble, compute_task
-from elastic_coded.schemes.usctec import cyclic_placement, plan_step
 from elastic_coded.schemes.wire import TaskSpec
 
 ROWS = (0, 10)

@@ -9,8 +9,8 @@ import queue_oracle as oracle
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from elastic_coded.families.usctec import design_placement
 from elastic_coded.schemes.policies import pull as pl
-from elastic_coded.schemes.usctec import design_placement
 
 
 def _placement(n, seed, L, S):

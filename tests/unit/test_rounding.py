@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elastic_coded.schemes.usctec import (
+from elastic_coded.families.usctec import (
     Placement,
     RowBlock,
     cyclic_placement,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from elastic_coded.algebra.fields import field
 from elastic_coded.algebra.sparse import balanced_order
 from elastic_coded.errors import PlanError
+from elastic_coded.families.usctec import validate
 from elastic_coded.machines import MachineSpec
 from elastic_coded.schemes.families import Present, Setup, UsctecFamily, make_family
 from elastic_coded.schemes.plan import StepPlan
@@ -24,7 +25,6 @@ from elastic_coded.schemes.row_units import (
     row_units,
     unit_count,
 )
-from elastic_coded.schemes.usctec import validate
 from elastic_coded.schemes.wire import StepRequest
 
 F = field("real")

@@ -10,8 +10,8 @@ import pytest
 from elastic_coded.algebra import field, scaling
 from elastic_coded.algebra.verify import check, make_sketch
 from elastic_coded.churn import Join, StepEvents, parse_events
+from elastic_coded.families.usctec import cyclic_placement, plan_step
 from elastic_coded.runtime.report import summarize_plan
-from elastic_coded.schemes.usctec import cyclic_placement, plan_step
 
 REAL = field("real")
 

@@ -10,6 +10,13 @@ import numpy as np
 import pytest
 
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
+from elastic_coded.families.usctec import (
+    SpeedModel,
+    cyclic_placement,
+    design_placement,
+    extend_placement,
+    plan_step,
+)
 from elastic_coded.schemes.plan import Group, Piece, Placement, PlanError, RowBlock, StepPlan
 from elastic_coded.schemes.policies.rules import (
     assign_recovery,
@@ -21,13 +28,6 @@ from elastic_coded.schemes.policies.rules import (
 )
 from elastic_coded.schemes.registry import REGISTRY, get_policy
 from elastic_coded.schemes.speeds import new_estimate, observe
-from elastic_coded.schemes.usctec import (
-    SpeedModel,
-    cyclic_placement,
-    design_placement,
-    extend_placement,
-    plan_step,
-)
 from elastic_coded.sim import (
     BOUNDS,
     VARIANTS,

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.churn import CAUGHT_LIMIT
+from elastic_coded.families.usctec import design_placement
 from elastic_coded.schemes.registry import REGISTRY
-from elastic_coded.schemes.usctec import design_placement
 from elastic_coded.sim import simulate
 from elastic_coded.sim.cost import RuntimeCost
 from elastic_coded.sim.executor import _Compiled, _PlacementIndex
@@ -151,7 +151,7 @@ def test_simulate_pays_for_a_fast_liar_after_the_decode_until_it_is_excluded(pol
 
 
 def _pull_case(seed, n=6, L=2, S=1):
-    from elastic_coded.schemes.usctec import design_placement
+    from elastic_coded.families.usctec import design_placement
 
     ids = [f"m{i}" for i in range(n)]
     speeds = np.random.default_rng(seed).uniform(1, 4, n)

@@ -148,7 +148,7 @@ def _check_pull(plan, placement, eff, est, A, B):
        with_cost=st.booleans())
 def test_a_pull_step_never_runs_a_unit_where_its_rows_are_not_stored(
         n, seed, policy, slowed, crashed, units, chunks, with_cost):
-    from elastic_coded.schemes.usctec import design_placement
+    from elastic_coded.families.usctec import design_placement
 
     L, S = 3, 2
     ids = [f"m{i}" for i in range(n)]
@@ -385,7 +385,7 @@ def test_whole_plan_cost_hand_checked():
 
 def _pull_with_wakes(seed: int, scan: float):
     """A usctec-pull step of 10 machines, two of them 6x slow, with the driver's wakes."""
-    from elastic_coded.schemes.usctec import design_placement
+    from elastic_coded.families.usctec import design_placement
 
     n, L, S = 10, 3, 2
     ids = [f"m{i}" for i in range(n)]
@@ -420,7 +420,7 @@ def test_the_driver_wakes_while_stragglers_units_fall_overdue():
 def _pull_case(policy: str, seed: int, cost, slow: float = 6.0, rng=None):
     """A pull step of 10 machines, two of them ``slow`` times slower, under ``cost`` (``rng``:
     the host's order of service, ``pull_step``'s)."""
-    from elastic_coded.schemes.usctec import design_placement
+    from elastic_coded.families.usctec import design_placement
 
     n, L, S = 10, 3, 2
     ids = [f"m{i}" for i in range(n)]
@@ -453,7 +453,7 @@ def test_the_simulated_queue_measures_machines_on_their_busy_time(queue_call_tim
     """As the runtime's emulated machines report it, a call's time for the coded queue's
     rates is the machine's busy time (its work over its effective speed, times the time
     scale), not that plus the worker's cost per call."""
-    from elastic_coded.schemes.usctec import design_placement
+    from elastic_coded.families.usctec import design_placement
 
     seen = queue_call_times
     n, L, S = 10, 3, 2

@@ -10,7 +10,8 @@ import pytest
 
 from elastic_coded.algebra.fields import field
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
-from elastic_coded.schemes.hetero import HeteroProblem
+from elastic_coded.families.hetero import HeteroProblem
+from elastic_coded.families.unified import latency_load
 from elastic_coded.schemes.policies import hetero as het
 from elastic_coded.schemes.policies import unified as uni
 from elastic_coded.schemes.policies.rules import (
@@ -20,7 +21,6 @@ from elastic_coded.schemes.policies.rules import (
     top_up,
     top_up_time,
 )
-from elastic_coded.schemes.unified import latency_load
 from elastic_coded.sim import (
     EqualSpeeds,
     HeteroOptions,

@@ -14,12 +14,12 @@ from elastic_coded.algebra import field
 from elastic_coded.algebra.conditioning import best_subset, matrix_conditions
 from elastic_coded.algebra.lagrange import UNIT_ROUNDOFF, lagrange_code
 from elastic_coded.algebra.verify import DEFAULT_TOLERANCE, check, make_sketch
+from elastic_coded.families.usctec import cyclic_placement, plan_step
 from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.verifying import ToleranceExceeded, Verifier
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble
 from elastic_coded.schemes.registry import step_code
-from elastic_coded.schemes.usctec import cyclic_placement, plan_step
 from elastic_coded.schemes.wire import TaskSpec
 
 R = field("real")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.schemes.unified import (
+from elastic_coded.families.unified import (
     as_mu,
     check_shuffle_plan,
     encode_packet,
@@ -302,17 +302,17 @@ UNIFIED_NAMES = [
 
 def test_package_exports_the_public_names():
     """The package's ``__all__`` is the public surface; each name comes from a topic module."""
-    import elastic_coded.schemes.unified as U
+    import elastic_coded.families.unified as U
 
     assert sorted(U.__all__) == sorted(UNIFIED_NAMES)
     for name in U.__all__:
         obj = getattr(U, name)
         if name != "MuLike":  # a typing alias has no module of its own
-            assert obj.__module__.startswith("elastic_coded.schemes.unified._"), name
+            assert obj.__module__.startswith("elastic_coded.families.unified._"), name
 
 
 def test_schemes_module_does_not_import_ray():
-    code = ("import sys, elastic_coded.schemes.unified; "
+    code = ("import sys, elastic_coded.families.unified; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -322,7 +322,7 @@ def test_schemes_module_does_not_import_ray():
 def test_reduce_groups_name_m_distinct_rows_the_shuffle_delivers_for_every_output(K, mu, q, N, Q):
     """Each output of a fastest server is decoded from ``m`` distinct coded rows: its own rows
     first, the rest among those the Shuffle sends it; every output is in exactly one group."""
-    from elastic_coded.schemes.unified import received_rows, reduce_groups, rows_multiple
+    from elastic_coded.families.unified import received_rows, reduce_groups, rows_multiple
 
     m = rows_multiple(K, mu, N, q)
     d = storage_design(K, mu, q, m, "gf(65537)")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.algebra.lagrange import rounding_bound, solve_condition
-from elastic_coded.schemes.unified import (
+from elastic_coded.families.unified import (
     check_shuffle_plan,
     decode_condition,
     decoding_rows,
@@ -24,8 +24,8 @@ from elastic_coded.schemes.unified import (
     shuffle_plan,
     storage_design,
 )
-from elastic_coded.schemes.unified._lanes import lane_code, select
-from elastic_coded.schemes.unified._storage import _mds_generator
+from elastic_coded.families.unified._lanes import lane_code, select
+from elastic_coded.families.unified._storage import _mds_generator
 
 HALF = Fraction(1, 2)
 REAL = field("real")
@@ -70,7 +70,7 @@ def test_generator_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("import hashlib; from elastic_coded.schemes.unified import storage_design; "
+    code = ("import hashlib; from elastic_coded.families.unified import storage_design; "
             "print(hashlib.sha256(storage_design(10, '1/2', 3, 6, 'real').generator.tobytes())"
             ".hexdigest())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -208,7 +208,7 @@ def test_rows_multiple_values_of_the_user_case():
 def _step_with_a_lie(d, st, A, X, Q, liar, rng):
     """One in-process step whose server ``liar`` adds ``1e-6 max(1, max |H|)`` to one value of
     its first Map task ``H`` (as a lying machine does) for one of its own outputs."""
-    from elastic_coded.schemes.unified import (
+    from elastic_coded.families.unified import (
         encode_packet,
         encode_storage,
         map_compute,

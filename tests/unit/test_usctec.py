@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from elastic_coded.algebra import field, relative_error
-from elastic_coded.schemes.reference import run_step
-from elastic_coded.schemes.usctec import (
+from elastic_coded.families.usctec import (
     Placement,
     PlanError,
     RowBlock,
@@ -27,6 +26,7 @@ from elastic_coded.schemes.usctec import (
     rounding_bound,
     validate,
 )
+from elastic_coded.schemes.reference import run_step
 
 
 # --- MATH.md §1 example --------------------------------------------------------------------------
@@ -438,7 +438,7 @@ def test_repair_impossible_budgets_raise():
 
 def test_package_exports():
     """Every name the single-module planner had, private helpers others use included."""
-    import elastic_coded.schemes.usctec as u
+    import elastic_coded.families.usctec as u
 
     public = {"SpeedModel", "optimal_load", "fill", "cyclic_placement", "filled_placement",
               "design_placement", "plan_step", "validate", "expected_time", "rounding_bound",

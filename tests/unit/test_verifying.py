@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
 from elastic_coded.churn import parse_churn
+from elastic_coded.families.usctec import cyclic_placement, plan_step
 from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.verifying import ToleranceExceeded, VerificationError, Verifier
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble
-from elastic_coded.schemes.usctec import cyclic_placement, plan_step
 from elastic_coded.schemes.wire import TaskSpec
 
 F = field("gf(65537)")
@@ -196,9 +196,9 @@ def test_simulator_costs_lies_and_excludes_a_repeat_liar():
 
 def _unified_run(R, A, X, K, mu, q, fastest):
     """An honest unified step in-process, and the :class:`UnifiedRun` the runtime records."""
+    from elastic_coded.families.unified import run_in_process
     from elastic_coded.runtime.verify_unified import UnifiedRun
     from elastic_coded.schemes.policies.unified import UnifiedStorage
-    from elastic_coded.schemes.unified import run_in_process
 
     res = run_in_process(A, X, K, mu, q, R, fastest=fastest)
     st_ = UnifiedStorage(res.design, tuple(f"m{k}" for k in range(K)), 0, A.shape[0],
@@ -214,7 +214,7 @@ def test_unified_real_steps_carry_the_reduce_condition_and_a_bound_they_meet(see
     sets the servers of Q decode from): an honest step is accepted and its true error is
     within the bound; a product wrong by far more than the bound fails the check."""
     from elastic_coded.algebra.verify import check
-    from elastic_coded.schemes.unified import decode_condition, reduce_groups
+    from elastic_coded.families.unified import decode_condition, reduce_groups
 
     rng = np.random.default_rng(seed)
     R = field("real")

@@ -12,9 +12,9 @@ import numpy as np
 import ray
 
 from ...errors import InternalError, StepFailed
+from ...families.unified import check_shuffle_plan, latency_load, shuffle_plan
 from ...schemes.policies import rules
 from ...schemes.policies import unified as uni
-from ...schemes.unified import check_shuffle_plan, latency_load, shuffle_plan
 from ...schemes.wire import Call
 from ..context import StepContext
 from ..gather import Gather, QuorumCollector

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError
-from ..hetero import (
+from ...families.hetero import (
     Assignment,
     HeteroProblem,
     exact_assignment,

@@ -245,7 +245,7 @@ def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = 
     ``eager``: also the plan for ``(L, S)`` and the ``(1, 0)`` one (``usctec-auto``), checked
     against their constraints; ``modes`` (a subset of :data:`MODES`) makes only the plans of
     those executions (the driver asks for the one it will run)."""
-    from ..usctec import plan_step, validate
+    from ...families.usctec import plan_step, validate
 
     if modes is None:
         modes = MODES if eager else ("pull",)

@@ -1,6 +1,6 @@
 """The unified coding framework as a placement policy of the one runtime (MATH.md §2).  Pure.
 
-Storage: the coded rows ``G A`` of a :func:`~elastic_coded.schemes.unified.storage_design` for
+Storage: the coded rows ``G A`` of a :func:`~elastic_coded.families.unified.storage_design` for
 ``K`` = the machines present, a source ``U{version}``; server ``k`` (the ``k``-th machine of
 ``servers``) holds the row ranges of its batches.  ``A`` gets zero rows appended up to the next
 multiple of ``rows_multiple(K, mu, N, q)`` when its row count does not fit the batches (a
@@ -29,8 +29,14 @@ from typing import Any, cast
 import numpy as np
 
 from ...errors import ArgumentError
+from ...families.unified import (
+    StorageDesign,
+    as_mu,
+    rows_multiple,
+    sample_map_latencies,
+    storage_design,
+)
 from ..plan import PlanError
-from ..unified import StorageDesign, as_mu, rows_multiple, sample_map_latencies, storage_design
 from ..wire import TaskSpec
 
 __all__ = ["UnifiedOptions", "UnifiedStorage", "plan_storage", "map_tasks", "map_latencies"]

@@ -1,5 +1,5 @@
 """Parameter checks shared by the unified coding framework: ``K``, ``mu``, ``N``, ``q``
-(MATH.md §2).  How ``mu`` may be given is told in :mod:`elastic_coded.schemes.unified`."""
+(MATH.md §2).  How ``mu`` may be given is told in :mod:`elastic_coded.families.unified`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ...errors import ArgumentError, ArgumentTypeError
 log = logging.getLogger(__name__)
 
 MuLike = Fraction | float | int | str
-"""What a storage fraction ``mu`` may be given as (see :mod:`elastic_coded.schemes.unified`)."""
+"""What a storage fraction ``mu`` may be given as (see :mod:`elastic_coded.families.unified`)."""
 
 _SNAP_TOL = Fraction(1, 2000)  # a float within 5e-4 of p/d (d <= K) means p/d
 
@@ -39,7 +39,7 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
     """Convert and check a storage fraction: ``1/K <= mu <= 1`` (MATH.md §2).
 
     Floats are read as their printed decimal, snapped to a fraction ``p/d`` with ``d <= K``
-    when within ``5e-4`` of it (``0.333`` means ``1/3``); see :mod:`elastic_coded.schemes.unified`.
+    when within ``5e-4`` of it (``0.333`` means ``1/3``); see :mod:`elastic_coded.families.unified`.
     """
     K = _check_int("K", K, low=1)
     if isinstance(mu, bool):

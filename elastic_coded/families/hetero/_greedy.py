@@ -55,7 +55,7 @@ def _fill_unassigned(w: np.ndarray, owner: np.ndarray, order: Sequence[int] | No
 def best_value_assignment(problem: HeteroProblem) -> Assignment:
     """Algorithm 1's initialisation: each worker to the master where its value is highest.
 
-    Uses the max-min item values ``w = v / L_m`` (see :mod:`elastic_coded.schemes.hetero`).  May
+    Uses the max-min item values ``w = v / L_m`` (see :mod:`elastic_coded.families.hetero`).  May
     leave a master without workers (then ``t = inf``).
     """
     owner = np.argmax(problem.w, axis=0).astype(np.int64)

@@ -37,7 +37,7 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from ...errors import ArgumentError
-from ..plan import Group, PlanError, StepPlan
+from ...schemes.plan import Group, PlanError, StepPlan
 from ._layout import _flat, _wrap_layout
 
 __all__ = ["rounding_bound"]

@@ -39,7 +39,7 @@ def _segment_multiple(b: LoadBreakdown) -> int:
 def rows_multiple(K: int, mu: MuLike, N: int, q: int) -> int:
     """The smallest ``m`` the scheme runs with; the valid ``m`` are exactly its multiples.
 
-    Rules (see :mod:`elastic_coded.schemes.unified`): ``q | N``; ``beta = K m / (q C(K, r))``
+    Rules (see :mod:`elastic_coded.families.unified`): ``q | N``; ``beta = K m / (q C(K, r))``
     an integer; ``j`` divides ``(N/q) C(K-q, r-j) beta`` for every multicast round ``j`` the
     shuffle runs.
     """

@@ -7,7 +7,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from ...errors import ArgumentError
-from ..plan import Placement, PlanError
+from ...schemes.plan import Placement, PlanError
 from ._layout import _flat
 
 

@@ -10,7 +10,7 @@ from typing import cast
 import numpy as np
 
 from ...errors import BudgetError
-from ..plan import Placement, RowBlock
+from ...schemes.plan import Placement, RowBlock
 from ._checks import _check_budgets, _check_rows, _machines, _placement_args, check_code
 from ._fractional import _mean_c
 from ._layout import _cum_round, _merge_blocks, _sorted_holders

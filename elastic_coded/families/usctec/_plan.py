@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError
-from ..plan import Piece, Placement, StepPlan
+from ...schemes.plan import Piece, Placement, StepPlan
 from ._checks import _check_enough, check_code, check_speeds
 from ._fractional import _present_atoms, _step_lp
 from ._layout import _flat

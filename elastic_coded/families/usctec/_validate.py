@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from ..plan import Placement, PlanError, StepPlan
+from ...schemes.plan import Placement, PlanError, StepPlan
 
 __all__ = ["validate"]
 

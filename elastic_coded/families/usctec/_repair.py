@@ -12,7 +12,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from ...errors import ArgumentError, BudgetError
-from ..plan import Placement, RowBlock
+from ...schemes.plan import Placement, RowBlock
 from ._checks import _check_enough, check_code
 from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
 

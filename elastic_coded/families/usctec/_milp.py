@@ -8,7 +8,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from ..plan import Placement, PlanError
+from ...schemes.plan import Placement, PlanError
 from ._checks import check_code, check_speeds
 
 __all__ = ["integer_optimum"]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..plan import RowBlock
+from ...schemes.plan import RowBlock
 
 
 def _cum_round(total: int, fractions: Sequence[float]) -> list[int]:
