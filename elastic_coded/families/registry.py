@@ -90,8 +90,8 @@ _BUILT_IN: set = set()
 
 
 def register_family(family: Family) -> Family:
-    """Add ``family`` (a name already there is an error); the config, the runtime and the
-    simulator then know it.  Returns it."""
+    """Add ``family`` (the same value again changes nothing; another value under a name already
+    there is an error); the config, the runtime and the simulator then know it.  Returns it."""
     if not isinstance(family, Family):
         raise ArgumentTypeError(f"family: a Family, got {type(family).__name__}")
     if family.name in _REGISTRY and _REGISTRY[family.name] != family:
