@@ -1,4 +1,4 @@
-"""The unified scheme's real storage code (``schemes/unified/_lanes.py``): one small code per
+"""The unified scheme's real storage code (``families/unified/_lanes.py``): one small code per
 lane, decodes chosen by the Shuffle plan, and the finite fields' Reed-Solomon code untouched."""
 
 from __future__ import annotations
