@@ -17,7 +17,7 @@ import functools
 import logging
 import math
 import time
-from typing import Any, cast
+from typing import cast
 
 import ray
 
@@ -36,11 +36,12 @@ from ..schemes.wire import (
     StepRequest,
     packed_reply,
 )
-from .drain import Drains, draining_nodes, node_states
-from .health import auto_count, auto_specs, ping, ping_process, step_metrics
-from .hosting import HostPool, MachineHandle, kill, orphans, reclaim
+from .controller_watch import Watch
+from .drain import Drains, draining_nodes
+from .health import auto_count, auto_specs, step_metrics
+from .hosting import HostPool, kill, orphans, reclaim
 from .members import Members
-from .restart import MAX_RESTARTS, Restarts, process_dead, process_of
+from .restart import MAX_RESTARTS, Restarts
 from .storage import Storage
 from .transfer import RayTransfer
 
@@ -66,7 +67,7 @@ def _locked(method):
 
 
 @ray.remote(num_cpus=0)
-class Controller:
+class Controller(Watch):
     """Keeps the cluster's state; see the module docstring."""
 
     def __init__(self, *, family: str, num_rows: int, L: int, S: int, field_spec, sources: dict,
@@ -139,10 +140,6 @@ class Controller:
         for m in found:
             self._note_dead(m)
         self.drains.pending_preempted += self.members.apply_deaths(self._drop)
-
-    def _start_health(self) -> None:
-        if self.health_interval > 0:
-            self._health = asyncio.get_event_loop().create_task(self._health_loop())
 
     def _auto_specs(self, draining: set) -> list[MachineSpec]:
         auto = cast(dict, self.auto)   # called with auto on
@@ -252,112 +249,6 @@ class Controller:
             self._drop(m)
         back = await self._restartable(machines)
         await self.restarts.run(back, self._add_machines, self._lock, lambda: self.members.table)
-
-    async def _processes_gone(self, machines: list[str]) -> set:
-        """Those of ``machines`` whose worker process died (a crash on purpose ends the machine
-        in a live process)."""
-        ms = [m for m in machines if m in self.members and self.restarts.limit > 0]
-        dead = await asyncio.gather(*[process_dead(self.members[m].handle) for m in ms])
-        hosts = {process_of(self.members[m].handle) for m, d in zip(ms, dead) if d}
-        # the other machines of a dead process are gone too, whether or not they had a call
-        return {m for m, w in self.members.table.items() if process_of(w.handle) in hosts}
-
-    async def _restart_noted(self) -> None:
-        """Restart the machines noted with a dead process (the storage lock held)."""
-        back = await self._restartable(list(self._dead))
-        await self.restarts.run(back, self._add_machines, None, lambda: self.members.table)
-
-    def _note_dead(self, machine: str) -> None:
-        """``machine``'s process died: noted for a restart once it is dropped."""
-        if machine in self.members:
-            m = self.members[machine]
-            self._dead[machine] = (m.spec, m.node)
-
-    async def _restartable(self, machines: list[str]) -> list[MachineSpec]:
-        """The specs of ``machines`` noted with a dead process whose node lives, within the
-        restart bound (:meth:`.Restarts.allowed`)."""
-        noted = [self._dead.pop(m) for m in machines if m in self._dead]
-        if not noted:
-            return []
-        alive_nodes, _ = node_states()
-        return [spec for spec, node in noted if (node is None or node in alive_nodes)
-                and (spec.node is None or spec.node in alive_nodes)
-                and spec.id not in self.members and self.restarts.allowed(spec.id)]
-
-    async def check_nodes(self) -> None:
-        """Drop machines whose Ray node died (noting those preempted), plan out those whose
-        node is draining (:meth:`_check_drains`); in auto mode start workers on new nodes."""
-        alive_nodes, preempted = node_states()
-        for mid, m in list(self.members.table.items()):
-            if m.node is not None and m.node not in alive_nodes:
-                if m.node in preempted:
-                    self.drains.pending_preempted.append(mid)
-                self._drop(mid)
-        for m, h in self.drains.settle(alive_nodes):
-            kill(h)  # past its drain deadline (or its node gone): it ends
-            self.hosts.release(m)
-        draining = await self._check_drains()
-        if self.auto is not None:
-            new = self._auto_specs(set(draining))
-            if new:
-                await self._add_machines(new)
-
-    async def _check_drains(self) -> dict:
-        """Plan out the machines whose Ray node started draining (a preemption notice, an
-        idle termination, ``ray drain-node``), as graceful departures announced ahead: the
-        storage is repaired among the machines left at once, so every row has its copies
-        elsewhere before the node's deadline; the machine's actor stays until its node goes (a
-        step under way, or planned before the notice, may still use it).  Storage a repair
-        would shrink is shrunk at the next step's repair, not under a step.  Returns the
-        draining nodes ``{node: deadline}``."""
-        nodes = draining_nodes()
-        new = self.drains.newly_draining(self.members.table, nodes)
-        if not new:
-            return nodes
-        for m, deadline in new:
-            v = self.members[m]
-            self.drains.retire(m, v.handle, v.node, deadline)
-            self._drop(m, release=False)  # it runs until its node goes
-        await self.storage.repair_midstep()
-        late = [m for m, d in new if time.time() > d]
-        if late:
-            log.warning("machines %s: their rows were copied elsewhere only after their "
-                        "node's drain deadline", late)
-        return nodes
-
-    async def ping_all(self, unheard_for: float | None = None) -> None:
-        """Ping every worker (``unheard_for``: only those no step had a result of in that many
-        seconds, :meth:`.Members.unheard`: steps running show the others alive); note those
-        whose actor is dead (a slow answer stays).  Deaths take effect at the next
-        membership-changing call (:meth:`_apply_deaths`)."""
-        ids = self.members.ids() if unheard_for is None else self.members.unheard(unheard_for)
-        alone: list = []
-        hosted: dict = {}  # machines in shared processes: one ping per process
-        for i in ids:
-            h = self.members[i].handle
-            if isinstance(h, MachineHandle):
-                host: Any = h.host   # the process's Ray actor handle
-                hosted.setdefault(host._actor_id.hex(), (h.host, []))[1].append(i)
-            else:
-                alone.append(i)
-        answers = await asyncio.gather(
-            *[ping(self.members[i].handle, self.ping_timeout) for i in alone],
-            *[ping_process(host, tuple(ms), self.ping_timeout) for host, ms in hosted.values()])
-        for i, (state, res) in zip(alone, answers):
-            self.members.note_ping(i, state, res)
-        for got in answers[len(alone):]:
-            for i, (state, res) in got.items():
-                self.members.note_ping(i, state, res)
-
-    async def _health_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.health_interval)
-            try:
-                await self.ping_all(unheard_for=self.health_interval)
-                async with self._lock:  # a drain notice is acted on at once, even mid-step
-                    await self._check_drains()
-            except Exception as exc:  # keep checking whatever happens
-                log.warning("health check failed: %s", exc)
 
     # -- steps ---------------------------------------------------------------------------------
     @_locked

@@ -1,0 +1,7 @@
+"""``python -m elastic_coded``: the command line (:mod:`elastic_coded.cli`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
