@@ -14,11 +14,13 @@ import sys
 import textwrap
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+for _p in (os.path.dirname(HERE), HERE):  # the library, and results_io beside this file
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
 from results_io import write_results  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
 POLICIES = ("uncoded", "speculative", "cyclic", "usctec", "ideal")
 

@@ -104,9 +104,8 @@ def test_benchmarks_plot_redraws_every_png_from_the_json(tmp_path, request):
     assert proc.returncode == 1 and "no unified.json" in proc.stdout
 
 
-def test_sweep_plots_name_the_curves_that_coincide(request):
-    sys.path.insert(0, str(request.config.rootpath / "benchmarks"))
-    import bench_sweeps
+def test_sweep_plots_name_the_curves_that_coincide():
+    from benchmarks import bench_sweeps
 
     res = {"policies": ["a", "b", "c"],
            "s": [{"x": 1, "a": {"mean": 1.0}, "b": {"mean": 1.001}, "c": {"mean": 2.0}},
