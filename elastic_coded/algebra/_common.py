@@ -4,7 +4,7 @@ needs, and the check of an int argument (pure: numpy only)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def default_repeats(F: Field) -> int:
     return max(2, math.ceil(math.log(1 / FALSE_ACCEPT) / math.log(order)))
 
 
-def positive_int(name: str, val, lo: int = 1) -> int:
+def positive_int(name: str, val: Any, lo: int = 1) -> int:
     if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
         raise ArgumentError(f"{name}: must be an int >= {lo}, got {val!r}")
     return int(val)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,7 +44,7 @@ def rounding_bound(terms: int, condition: float, norm_A: float, norm_B: float) -
     return 1.01 * gamma(terms) * float(condition) * float(norm_A) * float(norm_B)
 
 
-def solve_condition(G) -> float:
+def solve_condition(G: Any) -> float:
     """The amplification factor of decoding by solving ``G y = v`` (``G`` square, real), for
     :func:`rounding_bound`: ``2 sqrt(m) cond_S(G)`` with Skeel's ``cond_S(G) = || |G^-1| |G|
     ||_inf``.  A backward-stable solve from values with componentwise errors ``gamma |G| |A x|``
@@ -86,7 +88,7 @@ def _skeel_estimate(G: np.ndarray, g: np.ndarray) -> float:
     return float(onenormest(op))
 
 
-def conditions(alphas, betas, patterns) -> np.ndarray:
+def conditions(alphas: Any, betas: Any, patterns: Any) -> np.ndarray:
     """``kappa(P) = || |D_P| |E_P| ||_2`` for every row ``P`` of ``patterns`` (``(N, L)`` position
     indices into ``alphas``) of the Lagrange code through these points.  Complex points are
     measured on the real form (module docstring)."""
@@ -100,7 +102,7 @@ def conditions(alphas, betas, patterns) -> np.ndarray:
     return _kappa(D, E)
 
 
-def matrix_conditions(E, patterns) -> np.ndarray:
+def matrix_conditions(E: Any, patterns: Any) -> np.ndarray:
     """``kappa(P)`` for every row ``P`` of ``patterns`` of the code whose encode matrix is ``E``
     (``K x L``, real or complex), with ``D_P`` the numerical inverse of ``E_P``; ``inf`` for a
     singular ``E_P``."""
@@ -119,7 +121,7 @@ def matrix_conditions(E, patterns) -> np.ndarray:
         return out
 
 
-def _patterns(patterns, L: int) -> np.ndarray:
+def _patterns(patterns: Any, L: int) -> np.ndarray:
     P = np.asarray(patterns, dtype=np.int64)
     if P.ndim != 2 or P.shape[1] != L:
         raise ArgumentError(f"patterns: must have shape (N, L={L}), got {P.shape}")
@@ -129,19 +131,20 @@ def _patterns(patterns, L: int) -> np.ndarray:
 def _kappa(D: np.ndarray, E: np.ndarray) -> np.ndarray:
     if np.iscomplexobj(D) or np.iscomplexobj(E):
         D, E = embed(D), embed(E)
-    return np.linalg.norm(np.abs(D) @ np.abs(E), ord=2, axis=(1, 2))
+    return cast(np.ndarray, np.linalg.norm(np.abs(D) @ np.abs(E), ord=2, axis=(1, 2)))
 
 
-def worst_condition(alphas, betas, *, exhaustive: int = 20000, samples: int = 2000,
-                    seed: int = 0) -> tuple[float, tuple]:
+def worst_condition(alphas: Any, betas: Any, *, exhaustive: int = 20000, samples: int = 2000,
+                    seed: int = 0) -> tuple[float, tuple[int, ...]]:
     """The largest :func:`conditions` over the ``C(K, L)`` decode patterns of these points and a
     pattern attaining it (see :func:`search_worst`)."""
     return search_worst(lambda P: conditions(alphas, betas, P), len(alphas), len(betas),
                         exhaustive=exhaustive, samples=samples, seed=seed)
 
 
-def search_worst(cond, K: int, L: int, *, exhaustive: int = 20000, samples: int = 2000,
-                 seed: int = 0, starts: int = 16) -> tuple[float, tuple]:
+def search_worst(cond: Callable[[np.ndarray], np.ndarray], K: int, L: int, *,
+                 exhaustive: int = 20000, samples: int = 2000, seed: int = 0,
+                 starts: int = 16) -> tuple[float, tuple[int, ...]]:
     """The largest ``cond(P)`` over the ``L``-subsets ``P`` of ``range(K)`` (``cond`` maps an
     ``(N, L)`` array of sorted patterns to ``N`` values) and a pattern attaining it.  Exact when
     ``C(K, L) <= exhaustive``; otherwise a lower bound on the worst case: the maximum over
@@ -179,8 +182,9 @@ def search_worst(cond, K: int, L: int, *, exhaustive: int = 20000, samples: int 
     return best_val, tuple(int(x) for x in best)
 
 
-def best_subset(cond, have, L: int, start=None, *, exhaustive: int = 2000,
-                rounds: int = 4) -> tuple[float, tuple]:
+def best_subset(cond: Callable[[np.ndarray], np.ndarray], have: Any, L: int,
+                start: Any = None, *, exhaustive: int = 2000,
+                rounds: int = 4) -> tuple[float, tuple[int, ...]]:
     """The ``L`` of the positions ``have`` to decode from: ``(kappa, positions)`` with the
     smallest ``cond`` (``cond`` maps an ``(N, L)`` array of sorted patterns to ``N`` values).
     Exact when ``C(len(have), L) <= exhaustive``; otherwise a descent over one-position swaps

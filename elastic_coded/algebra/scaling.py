@@ -12,6 +12,7 @@ inputs are never touched.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,20 +24,20 @@ SAFE = 256
 squares of such values times ``1e50`` terms stay finite and normal."""
 
 
-def exponent(x) -> int:
+def exponent(x: Any) -> int:
     """``e`` with ``max |x|`` in ``[2^(e-1), 2^e)``; ``0`` for an empty, all-zero or non-finite
     ``x`` (a non-finite value is left for the caller's own check)."""
     return _exponent_of(_top(x))
 
 
-def max_exponent(A, rows: int = 4096) -> int:
+def max_exponent(A: Any, rows: int = 4096) -> int:
     """:func:`exponent` of a (possibly memory-mapped) matrix, read ``rows`` rows at a time."""
     if getattr(A, "ndim", 0) < 2:
         return exponent(A)
     return _exponent_of(max([0.0] + [_top(A[a:a + rows]) for a in range(0, A.shape[0], rows)]))
 
 
-def _top(x) -> float:
+def _top(x: Any) -> float:
     x = x.data if sp.issparse(x) else np.asarray(x)  # a sparse x: its nonzeros
     return float(np.max(np.abs(x))) if x.size else 0.0
 
@@ -61,7 +62,7 @@ def shift_for(a_exp: int, x_exp: int, limit: int = SAFE) -> int:
     return x_exp - max(-limit, min(limit, -a_exp))
 
 
-def scaled(x, k: int):
+def scaled(x: Any, k: int) -> Any:
     """``x * 2^-k`` (exact short of the subnormal range); ``x`` itself for ``k = 0``."""
     if k == 0:
         return x
@@ -73,7 +74,7 @@ def scaled(x, k: int):
         return np.ldexp(np.asarray(x, dtype=np.float64), -int(k))
 
 
-def norm(x) -> float:
+def norm(x: Any) -> float:
     """``||x||_F`` without the spurious overflow (or underflow) of summing squares: computed
     on ``x`` scaled by a power of two, and scaled back; ``inf`` only when the norm itself is."""
     x = x.data if sp.issparse(x) else x  # a sparse x: the norm of its nonzeros

@@ -59,7 +59,7 @@ def fit(pts: list[dict[str, Any]], share: float, sizes: tuple[int, ...], steps: 
     n_dec = sum(r["decisions"] for r in coded)
     decide = sum(r["t_decide_s"] for r in coded) / n_dec if n_dec else 0.0
     plan_s = float(np.median([p["t_plan_s"] for p in pts]))
-    def calls_cost(M):
+    def calls_cost(M: int) -> float:
         return -(-M // hosted) * b0
 
     # a whole step's cost beyond its calls: step_s + M * machine_s through the two sizes (a
@@ -69,12 +69,12 @@ def fit(pts: list[dict[str, Any]], share: float, sizes: tuple[int, ...], steps: 
     step_s = y[0] - per_machine * lo["machines"]
     if step_s < 0:
         step_s, per_machine = 0.0, max(0.0, y[1] / hi["machines"])
+    floor: dict[str, Any] = ({"host_cpus": os.cpu_count() or 1, "host_step_s": host[0],
+                              "host_machine_s": host[1], "host_call_s": host[2],
+                              "host_cancel_s": host[3]} if host else {})
     cost = RuntimeCost(step_s=step_s, call_s=share * b0, round_trip_s=(1 - share) * b0,
                        plan_s=plan_s, worker_call_s=worker, per_process=hosted,
-                       machine_s=per_machine, scan_s=scan, decide_s=decide,
-                       **({"host_cpus": os.cpu_count() or 1, "host_step_s": host[0],
-                           "host_machine_s": host[1], "host_call_s": host[2],
-                           "host_cancel_s": host[3]} if host else {}))
+                       machine_s=per_machine, scan_s=scan, decide_s=decide, **floor)
     check = []
     for p in pts:
         M = p["machines"]
@@ -96,7 +96,7 @@ def fit(pts: list[dict[str, Any]], share: float, sizes: tuple[int, ...], steps: 
             "time_scale": time_scale}
 
 
-def host_fit(pts: list) -> tuple | None:
+def host_fit(pts: list[dict[str, Any]]) -> tuple[float, ...] | None:
     """``(host_step_s, host_machine_s, host_call_s, host_cancel_s)``: the host CPU of every
     step of :func:`measure_host`, fitted by ``a + b * machines + c *
     calls + d * cancelled`` (least squares, each term at least 0); ``None`` where the host's
@@ -112,7 +112,7 @@ def host_fit(pts: list) -> tuple | None:
     return tuple(float(c) for c in coef)
 
 
-def to_markdown(res: dict, command: str) -> str:
+def to_markdown(res: dict[str, Any], command: str) -> str:
     c = res["cost"]
     lines = ["# Runtime cost, calibrated on this host", "",
              f"{', '.join(map(str, res['sizes'][:-1]))} and {res['sizes'][-1]} emulated "
