@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..machines import MachineSpec
 from .drain import Drains, draining_nodes, node_states
@@ -36,14 +36,13 @@ class Watch:
     _health: asyncio.Task | None
     _lock: asyncio.Lock
 
-    def _drop(self, machine: str, release: bool = True) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the controller's own methods
+        def _drop(self, machine: str, release: bool = True) -> None: ...
 
-    def _auto_specs(self, draining: set) -> list[MachineSpec]:
-        raise NotImplementedError
+        def _auto_specs(self, draining: set) -> list[MachineSpec]: ...
 
-    async def _add_machines(self, specs: list[MachineSpec], prefix: str | None = None) -> Any:
-        raise NotImplementedError
+        async def _add_machines(self, specs: list[MachineSpec],
+                                prefix: str | None = None) -> Any: ...
 
     def _start_health(self) -> None:
         if self.health_interval > 0:
