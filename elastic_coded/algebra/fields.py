@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -72,10 +72,10 @@ class Field:
     def asarray(self, x: Any, name: str = "array") -> np.ndarray:  # pragma: no cover - abstract
         raise Unsupported
 
-    def random(self, shape, rng: np.random.Generator) -> np.ndarray:  # pragma: no cover
+    def random(self, shape: Any, rng: np.random.Generator) -> np.ndarray:  # pragma: no cover
         raise Unsupported
 
-    def zeros(self, shape) -> np.ndarray:
+    def zeros(self, shape: Any) -> np.ndarray:
         return np.zeros(shape, dtype=self.dtype)
 
     def eye(self, n: int) -> np.ndarray:
@@ -86,19 +86,19 @@ class Field:
         raise Unsupported
 
     # -- arithmetic (elementwise unless said otherwise) -----------------------------------------
-    def add(self, a, b):  # pragma: no cover - abstract
+    def add(self, a: Any, b: Any) -> Any:  # pragma: no cover - abstract
         raise Unsupported
 
-    def sub(self, a, b):  # pragma: no cover - abstract
+    def sub(self, a: Any, b: Any) -> Any:  # pragma: no cover - abstract
         raise Unsupported
 
-    def mul(self, a, b):  # pragma: no cover - abstract
+    def mul(self, a: Any, b: Any) -> Any:  # pragma: no cover - abstract
         raise Unsupported
 
-    def inv(self, a):  # pragma: no cover - abstract
+    def inv(self, a: Any) -> Any:  # pragma: no cover - abstract
         raise Unsupported
 
-    def div(self, a, b):
+    def div(self, a: Any, b: Any) -> Any:
         return self.mul(a, self.inv(b))
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # pragma: no cover
@@ -137,9 +137,9 @@ class RealField(Field):
     exact: bool = False
     dtype: Any = np.float64
 
-    def asarray(self, x, name="array"):
+    def asarray(self, x: Any, name: str = "array") -> np.ndarray:
         if _sparse.is_sparse(x):
-            return _sparse.as_field_sparse(self, x, name)
+            return cast(np.ndarray, _sparse.as_field_sparse(self, x, name))
         arr = np.asarray(x)
         if arr.dtype.kind not in "biuf":
             raise ArgumentTypeError(f"{name}: real field needs a numeric array, got dtype "
@@ -149,35 +149,35 @@ class RealField(Field):
             raise ArgumentError(f"{name}: real field values must be finite (found NaN or inf)")
         return arr
 
-    def random(self, shape, rng):
-        return rng.standard_normal(shape)
+    def random(self, shape: Any, rng: np.random.Generator) -> np.ndarray:
+        return cast(np.ndarray, rng.standard_normal(shape))
 
-    def points(self, count):
+    def points(self, count: int) -> np.ndarray:
         # Chebyshev nodes of the first kind on [-1, 1]: well-conditioned interpolation.
         k = np.arange(count)
         return np.cos((2 * k + 1) * np.pi / (2 * count))
 
-    def add(self, a, b):
+    def add(self, a: Any, b: Any) -> Any:
         return np.add(a, b)
 
-    def sub(self, a, b):
+    def sub(self, a: Any, b: Any) -> Any:
         return np.subtract(a, b)
 
-    def mul(self, a, b):
+    def mul(self, a: Any, b: Any) -> Any:
         return np.multiply(a, b)
 
-    def inv(self, a):
+    def inv(self, a: Any) -> Any:
         return 1.0 / np.asarray(a, dtype=np.float64)
 
-    def matmul(self, a, b):
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if _sparse.is_sparse(a) or _sparse.is_sparse(b):
             return _sparse.matmul(self, a, b)
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         _check_matmul_shapes(a, b)
-        return a @ b
+        return cast(np.ndarray, a @ b)
 
-    def solve(self, a, b):
+    def solve(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.linalg.solve(a, b)
 
 
@@ -190,7 +190,7 @@ class PrimeField(Field):
     dtype: Any = np.int64
     name: str = dc_field(default="", compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         p = self.p
         if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
             raise ArgumentTypeError(f"p: must be an int, got {type(p).__name__} {p!r}")
@@ -206,35 +206,35 @@ class PrimeField(Field):
     def order(self) -> int:
         return self.p
 
-    def asarray(self, x, name="array"):
+    def asarray(self, x: Any, name: str = "array") -> np.ndarray:
         return _finite_field_array(self, x, name)
 
-    def random(self, shape, rng):
-        return rng.integers(0, self.p, size=shape, dtype=np.int64)
+    def random(self, shape: Any, rng: np.random.Generator) -> np.ndarray:
+        return cast(np.ndarray, rng.integers(0, self.p, size=shape, dtype=np.int64))
 
-    def points(self, count):
+    def points(self, count: int) -> np.ndarray:
         if count > self.p:
             raise ArgumentError(f"count: {self.name} has only {self.p} elements, asked for {count}")
         return np.arange(count, dtype=np.int64)
 
-    def add(self, a, b):
+    def add(self, a: Any, b: Any) -> Any:
         return (np.asarray(a, dtype=np.int64) + np.asarray(b, dtype=np.int64)) % self.p
 
-    def sub(self, a, b):
+    def sub(self, a: Any, b: Any) -> Any:
         return (np.asarray(a, dtype=np.int64) - np.asarray(b, dtype=np.int64)) % self.p
 
-    def mul(self, a, b):
+    def mul(self, a: Any, b: Any) -> Any:
         # p <= 2^31 - 1, so (p-1)^2 < 2^62: int64 is exact
         return (np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)) % self.p
 
-    def inv(self, a):
+    def inv(self, a: Any) -> Any:
         a = np.asarray(a, dtype=np.int64)
         if np.any(a % self.p == 0):
             raise NotInvertible(f"inv: 0 has no inverse in {self.name}")
         flat = [pow(int(v), -1, self.p) for v in a.ravel()]
         return np.asarray(flat, dtype=np.int64).reshape(a.shape)
 
-    def matmul(self, a, b):
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if _sparse.is_sparse(a) or _sparse.is_sparse(b):
             return _sparse.matmul(self, a, b)
         a = np.asarray(a, dtype=np.int64)
@@ -242,7 +242,7 @@ class PrimeField(Field):
         _check_matmul_shapes(a, b)
         return matmul_mod(a, b, self.p)
 
-    def solve(self, a, b):
+    def solve(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``x`` with ``a x = b`` (``a`` square and invertible) by Gauss-Jordan elimination
         in int64, exact (residues below ``2^31``, so products below ``2^62``); it does not load
         ``galois``, whose compiler costs a process about 160 MB on first use."""
@@ -258,7 +258,7 @@ class BinaryExtField(Field):
     dtype: Any = np.int64
     name: str = dc_field(default="", compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         T = self.T
         if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or not 1 <= int(T) <= 30:
             raise ArgumentError(f"T: GF(2^T) needs an int 1 <= T <= 30, got {T!r}")
@@ -270,45 +270,45 @@ class BinaryExtField(Field):
         return 1 << self.T
 
     @property
-    def _gf(self):
+    def _gf(self) -> Any:
         return _galois_field(2, self.T)
 
-    def asarray(self, x, name="array"):
+    def asarray(self, x: Any, name: str = "array") -> np.ndarray:
         return _finite_field_array(self, x, name)
 
-    def random(self, shape, rng):
-        return rng.integers(0, self.order, size=shape, dtype=np.int64)
+    def random(self, shape: Any, rng: np.random.Generator) -> np.ndarray:
+        return cast(np.ndarray, rng.integers(0, self.order, size=shape, dtype=np.int64))
 
-    def points(self, count):
+    def points(self, count: int) -> np.ndarray:
         if count > self.order:
             raise ArgumentError(f"count: {self.name} has only {self.order} elements, asked for "
                                 f"{count}")
         return np.arange(count, dtype=np.int64)
 
-    def _wrap(self, x):
+    def _wrap(self, x: Any) -> Any:
         return self._gf(np.asarray(x, dtype=np.int64))
 
-    def add(self, a, b):
+    def add(self, a: Any, b: Any) -> Any:
         return np.bitwise_xor(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
 
     sub = add
 
-    def mul(self, a, b):
+    def mul(self, a: Any, b: Any) -> Any:
         return np.asarray(self._wrap(a) * self._wrap(b), dtype=np.int64)
 
-    def inv(self, a):
+    def inv(self, a: Any) -> Any:
         a = np.asarray(a, dtype=np.int64)
         if np.any(a == 0):
             raise NotInvertible(f"inv: 0 has no inverse in {self.name}")
         return np.asarray(np.reciprocal(self._wrap(a)), dtype=np.int64)
 
-    def matmul(self, a, b):
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         _check_matmul_shapes(a, b)
         return np.asarray(self._wrap(a) @ self._wrap(b), dtype=np.int64)
 
-    def solve(self, a, b):
+    def solve(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(np.linalg.solve(self._wrap(a), self._wrap(b)), dtype=np.int64)
 
 
@@ -336,11 +336,11 @@ def _solve_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     return x[:, 0] if b.ndim == 1 else x
 
 
-def _finite_field_array(F, x, name: str) -> np.ndarray:
+def _finite_field_array(F: PrimeField | BinaryExtField, x: Any, name: str) -> np.ndarray:
     """``x`` as int64 representatives of ``F`` (integral floats accepted), range-checked; a
     sparse ``x`` as a CSR array (GF(p) only, :mod:`.sparse`)."""
     if _sparse.is_sparse(x):
-        return _sparse.as_field_sparse(F, x, name)
+        return cast(np.ndarray, _sparse.as_field_sparse(F, x, name))
     arr = np.asarray(x)
     if arr.dtype.kind == "O":  # Python ints beyond int64, or mixed objects
         try:
@@ -373,7 +373,7 @@ def _finite_field_array(F, x, name: str) -> np.ndarray:
 
 
 @functools.cache
-def _galois_field(characteristic: int, degree: int = 1):
+def _galois_field(characteristic: int, degree: int = 1) -> Any:
     import galois  # imported lazily: it takes about 2 s
 
     return galois.GF(characteristic**degree)

@@ -44,6 +44,7 @@ passes over the data.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import numpy as np
@@ -110,14 +111,15 @@ def _mod(y: np.ndarray, t: np.ndarray, p: int, offset: float) -> None:
     t += y                                   # x - q p + offset
 
 
-def _kernel_one(x, acc, t, p):
+def _kernel_one(x: np.ndarray, acc: np.ndarray | None, t: np.ndarray, p: int) -> None:
     """One limb: residue of the chunk sum plus the running residue (both carry 2^52)."""
     if acc is not None:
         x += acc
     _mod(x, t, p, _MAGIC)
 
 
-def _kernel_limbs(p0, p1, p2, acc, t, p):
+def _kernel_limbs(p0: np.ndarray, p1: np.ndarray, p2: np.ndarray, acc: np.ndarray | None,
+                  t: np.ndarray, p: int) -> None:
     """Two limbs: ``(P2 2^16 + (P1 - P0 - P2)) 2^16 + P0 + acc``, reducing after each step.
 
     In the first chunk ``P0`` and ``P1`` both carry 2^52, which cancels in ``P1 - P0``; in later
@@ -136,7 +138,8 @@ def _kernel_limbs(p0, p1, p2, acc, t, p):
     _mod(p0, t, p, _MAGIC)
 
 
-def _reduce(kernel, parts, acc, out, tmp, p):
+def _reduce(kernel: Callable[..., None], parts: Sequence[np.ndarray], acc: np.ndarray | None,
+            out: np.ndarray, tmp: np.ndarray, p: int) -> None:
     """Apply ``kernel`` to row slices of the C-contiguous ``parts`` (``tmp.shape[0]`` rows each).
 
     ``acc`` (running residue + 2^52) may be None.  ``out`` is float64 (gets ``r + 2^52``) or
@@ -153,7 +156,7 @@ def _reduce(kernel, parts, acc, out, tmp, p):
             out[i:j] = t
 
 
-def _split(d):
+def _split(d: Sequence[np.ndarray]) -> None:
     """In place: ``d = [x, ., .]`` (float64, integer-valued, C-contiguous) becomes the limb
     operands ``[x0, x0 + x1, x1]`` of ``x = x1 2^16 + x0``; every step is exact."""
     d0, d01, d1 = d
@@ -186,7 +189,7 @@ def matmul_mod(a: np.ndarray, b: np.ndarray, p: int, *, chunk: int | None = None
         return np.zeros((m, n), dtype=np.int64)
     if (m * k * n <= _TINY and k * (p - 1) ** 2 < 2**63
             and chunk is None and limbs is None and rows is None):
-        out = a @ b
+        out: np.ndarray = a @ b
         out %= p
         return out
 

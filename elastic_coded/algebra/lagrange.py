@@ -71,6 +71,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -114,8 +115,8 @@ class LagrangeCode:
     field: Field
     L: int
     S: int
-    alphas: tuple
-    betas: tuple
+    alphas: tuple[Any, ...]
+    betas: tuple[Any, ...]
     points: str = "custom"
     generator: np.ndarray | None = None
 
@@ -161,7 +162,7 @@ class LagrangeCode:
     # a memo of decodes: the code is frozen and hashed by identity, and the cache keeping it
     # alive (as long as its entries last) is accepted
     @functools.lru_cache(maxsize=4096)  # noqa: B019
-    def _decode_matrix(self, positions: tuple) -> np.ndarray:
+    def _decode_matrix(self, positions: tuple[int, ...]) -> np.ndarray:
         if self.generator is not None:
             return np.linalg.inv(self.generator[list(positions)])
         al = np.asarray(self.alphas)[list(positions)]
@@ -169,7 +170,7 @@ class LagrangeCode:
         # basis polynomials through the chosen alphas, evaluated at the betas: (L x L) = [l, j]
         return basis_matrix(F, al, np.asarray(self.betas))
 
-    def _checked(self, positions) -> tuple:
+    def _checked(self, positions: Any) -> tuple[int, ...]:
         P = tuple(int(p) for p in positions)
         if len(P) != self.L or len(set(P)) != self.L:
             raise ArgumentError(
@@ -195,7 +196,7 @@ class LagrangeCode:
         E = self.encode_matrix if positions is None else self.encode_matrix[list(positions)]
         return self._apply(E, blocks)
 
-    def decode(self, results: dict) -> np.ndarray:
+    def decode(self, results: dict[Any, Any]) -> np.ndarray:
         """From ``{position: A_g B~_position}`` with at least ``L`` entries, return ``A_g B_l``
         for every ``l`` stacked as ``(L, rows, cols)``.  Uses the first ``L`` positions given."""
         if len(results) < self.L:
@@ -222,7 +223,7 @@ class LagrangeCode:
         return out
 
     # -- conditioning (real field) -----------------------------------------------------------------
-    def conditions(self, patterns) -> np.ndarray:
+    def conditions(self, patterns: Any) -> np.ndarray:
         """:meth:`decode_condition` of every row of ``patterns`` (``(N, L)`` positions)."""
         if self.generator is not None:
             return matrix_conditions(self.generator, patterns)
@@ -239,7 +240,7 @@ class LagrangeCode:
     # a memo of decodes: the code is frozen and hashed by identity, and the cache keeping it
     # alive (as long as its entries last) is accepted
     @functools.lru_cache(maxsize=4096)  # noqa: B019
-    def _condition(self, P: tuple) -> float:
+    def _condition(self, P: tuple[int, ...]) -> float:
         kappa = float(self.conditions(np.asarray([P]))[0])
         if self.generator is not None:
             R = self._decode_matrix(P) @ self.generator[list(P)] - np.eye(self.L)
@@ -260,7 +261,7 @@ class LagrangeCode:
         return rounding_bound(int(inner) + self.extra_terms, self.decode_condition(positions),
                               norm_A, norm_B)
 
-    def best_positions(self, have, start=None) -> tuple[float, tuple]:
+    def best_positions(self, have: Any, start: Any = None) -> tuple[float, tuple[int, ...]]:
         """``(kappa, positions)``: the ``L`` of the positions ``have`` whose decode is best
         conditioned (:func:`~.conditioning.best_subset`: exact for up to 2000 subsets, else a
         swap descent from ``start``).  Real field only."""
@@ -270,18 +271,19 @@ class LagrangeCode:
 
     # a memo, as _decode_matrix's
     @functools.lru_cache(maxsize=1024)  # noqa: B019
-    def _best(self, have: tuple, start: tuple | None) -> tuple[float, tuple]:
+    def _best(self, have: tuple[int, ...], start: tuple[int, ...] | None
+              ) -> tuple[float, tuple[int, ...]]:
         return best_subset(self.conditions, have, self.L, start)
 
     def worst_decode_condition(self, exhaustive: int = 20000, samples: int = 2000,
-                               seed: int = 0) -> tuple[float, tuple]:
+                               seed: int = 0) -> tuple[float, tuple[int, ...]]:
         """The largest :meth:`decode_condition` over straggler patterns: see
         :func:`~.conditioning.search_worst`.  Real field only."""
         self._real_positions(range(self.L))
         return search_worst(self.conditions, self.K, self.L, exhaustive=exhaustive,
                             samples=samples, seed=seed)
 
-    def _real_positions(self, positions) -> tuple:
+    def _real_positions(self, positions: Any) -> tuple[int, ...]:
         if self.field.exact:
             raise ArgumentError(
                    f"field: decode conditioning is for the real field; decodes over "
@@ -289,7 +291,7 @@ class LagrangeCode:
         return self._checked(positions)
 
 
-def lagrange_code(field, L: int, S: int, points: str | None = None) -> LagrangeCode:
+def lagrange_code(field: Any, L: int, S: int, points: str | None = None) -> LagrangeCode:
     """The code used everywhere (module docstring): ``K = L + S`` positions over ``field``.
 
     ``points`` names the point set: one of :data:`REAL_POINT_SETS` for the real field (default
@@ -307,7 +309,7 @@ def lagrange_code(field, L: int, S: int, points: str | None = None) -> LagrangeC
     return _cached_code(F, int(L), int(S), points)
 
 
-def code_width(field, L: int, S: int) -> int:
+def code_width(field: Any, L: int, S: int) -> int:
     """:attr:`LagrangeCode.width` of the default code for ``(L, S)`` over ``field``."""
     return lagrange_code(field, L, S).width
 

@@ -8,6 +8,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,14 +36,14 @@ class Located:
     wrong), ``trusted`` (all the others), ``used`` (the ``k`` trusted ones ``decoded`` came
     from) and ``decoded`` (as the code's ``decode`` returns it)."""
 
-    faulty: tuple
-    trusted: tuple
-    used: tuple
+    faulty: tuple[int, ...]
+    trusted: tuple[int, ...]
+    used: tuple[int, ...]
     decoded: np.ndarray
 
 
 def locate_lagrange(code: LagrangeCode, results: Mapping[int, np.ndarray], *,
-                    max_faults: int | None = None, projections: int | None = None, seed=None,
+                    max_faults: int | None = None, projections: int | None = None, seed: Any = None,
                     rtol: float = 1e-8) -> Located:
     """Locate faulty results among ``{position: H}`` (more than ``L`` of them) of one piece and
     decode from the others (module docstring)."""
@@ -65,7 +66,7 @@ def locate_lagrange(code: LagrangeCode, results: Mapping[int, np.ndarray], *,
 
 
 def locate_mds(code: MDSCode, indices: Sequence[int], coded: np.ndarray, *,
-               max_faults: int | None = None, projections: int | None = None, seed=None,
+               max_faults: int | None = None, projections: int | None = None, seed: Any = None,
                rtol: float = 1e-8) -> Located:
     """Locate faulty rows among ``coded[j] = (generator @ data)[indices[j]]`` (more than ``k``
     rows) and decode the data from the others (module docstring)."""
@@ -92,7 +93,7 @@ def locate_mds(code: MDSCode, indices: Sequence[int], coded: np.ndarray, *,
                    tuple(idx[j] for j in used), decoded)
 
 
-def _stack(F: Field, arrays, shape, name: str) -> np.ndarray:
+def _stack(F: Field, arrays: Any, shape: Any, name: str) -> np.ndarray:
     out = []
     for i, h in enumerate(arrays):
         h = F.asarray(h, name)
@@ -103,8 +104,9 @@ def _stack(F: Field, arrays, shape, name: str) -> np.ndarray:
     return np.stack(out)
 
 
-def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, projections, seed,
-            rtol) -> set:
+def _locate(F: Field, flat: np.ndarray, k: int, pts: Any, mult: Any, gen: Any,
+            max_faults: int | None, projections: int | None, seed: Any,
+            rtol: float) -> set[int]:
     """Indices (rows of ``flat``) of the faulty results.  Finite fields: Berlekamp-Welch on the
     projections ``z_i / mult_i = p(pts_i)``; reals: the least-squares search with generator rows
     ``gen``."""
@@ -124,7 +126,7 @@ def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, proj
         z = F.matmul(flat, F.random((flat.shape[1], J), np.random.default_rng(seed)))
         if mult is not None:
             z = F.div(z, mult[:, None])
-        bad: set = set()
+        bad: set[int] = set()
         for j in range(J):
             wrong = _berlekamp_welch(F, np.asarray(pts, dtype=F.dtype), z[:, j], k, f)
             if wrong is None:
@@ -142,7 +144,7 @@ def _locate(F: Field, flat: np.ndarray, k: int, pts, mult, gen, max_faults, proj
     return _least_squares_search(np.asarray(gen), z, f, rtol)
 
 
-def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> set:
+def _least_squares_search(G: np.ndarray, z: np.ndarray, f: int, rtol: float) -> set[int]:
     n = G.shape[0]
     total = sum(math.comb(n, e) for e in range(f + 1))
     if total > REAL_SEARCH_LIMIT:
@@ -196,7 +198,8 @@ def _prod(F: Field, M: np.ndarray) -> np.ndarray:
     return out
 
 
-def _berlekamp_welch(F: Field, pts: np.ndarray, vals: np.ndarray, k: int, e: int) -> set | None:
+def _berlekamp_welch(F: Field, pts: np.ndarray, vals: np.ndarray, k: int, e: int
+                     ) -> set[int] | None:
     """Positions where ``vals`` differ from the unique polynomial of degree ``< k`` within ``e``
     errors of them, or ``None`` when there is none."""
     n = len(pts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -144,11 +145,11 @@ class MDSCode:
     # k x k inverses can be large: keep a few.  The code is frozen and hashed by identity, and
     # the cache keeping it alive (as long as its entries last) is accepted
     @functools.lru_cache(maxsize=8)  # noqa: B019
-    def _inverse(self, idx: tuple) -> np.ndarray:
+    def _inverse(self, idx: tuple[int, ...]) -> np.ndarray:
         return self.field.solve(self.generator[list(idx)], self.field.eye(self.k))
 
 
-def mds_code(field, n: int, k: int, seed: int = 0) -> MDSCode:
+def mds_code(field: Any, n: int, k: int, seed: int = 0) -> MDSCode:
     """An ``[n, k]`` MDS code over ``field`` (see the module docstring)."""
     F = make_field(field)
     for name, val in (("n", n), ("k", k)):

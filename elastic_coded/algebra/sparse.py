@@ -16,6 +16,7 @@ modulo ``p`` with every intermediate below ``2^63``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,12 +31,12 @@ LIMB = 16
 _MASK = (1 << LIMB) - 1
 
 
-def is_sparse(x) -> bool:
+def is_sparse(x: Any) -> bool:
     """Whether ``x`` is a SciPy sparse matrix or array."""
-    return sp.issparse(x)
+    return bool(sp.issparse(x))
 
 
-def as_field_sparse(F, x, name: str = "A", integer: bool = False):
+def as_field_sparse(F: Any, x: Any, name: str = "A", integer: bool = False) -> Any:
     """``x`` (any SciPy sparse matrix or array) as a 2-D CSR array of ``F``'s values: float64 in
     the reals, int64 residues (each checked to lie in ``[0, p)``) over GF(p).  Raises naming
     ``name`` for a sparse array that is not 2-D, a complex or non-numeric dtype, non-finite
@@ -71,22 +72,22 @@ def as_field_sparse(F, x, name: str = "A", integer: bool = False):
     return A
 
 
-def row_nnz(A) -> np.ndarray:
+def row_nnz(A: Any) -> np.ndarray:
     """Nonzeros per row of a CSR ``A``."""
     return np.diff(A.indptr)
 
 
-def vstack(parts: list):
+def vstack(parts: list[Any]) -> Any:
     """Row blocks stacked (CSR)."""
     return sp.csr_array(sp.vstack(parts, format="csr"))
 
 
-def take_rows(block, a: int, b: int):
+def take_rows(block: Any, a: int, b: int) -> Any:
     """Rows ``a:b`` of a row block, dense (read from a memory map if it is one) or CSR."""
     return block[a:b] if sp.issparse(block) else np.asarray(block[a:b])
 
 
-def row_view(block, a: int, b: int):
+def row_view(block: Any, a: int, b: int) -> Any:
     """Rows ``a:b`` of a stored row block without copying its nonzeros: a dense block's slice,
     or a CSR block whose data and column indices are views of ``block``'s (only the ``b - a + 1``
     row pointers are new).  Slicing a CSR block (``block[a:b]``) copies every nonzero of the
@@ -101,26 +102,26 @@ def row_view(block, a: int, b: int):
     return out
 
 
-def stack_rows(parts: list):
+def stack_rows(parts: list[Any]) -> Any:
     """Row blocks (all dense or all CSR) stacked into one new block (a copy, even of one)."""
     if sp.issparse(parts[0]):
         return vstack(parts) if len(parts) > 1 else sp.csr_array(parts[0], copy=True)
     return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0], copy=True)
 
 
-def sq_norm(A) -> float:
+def sq_norm(A: Any) -> float:
     """``||A||_F^2`` of a sparse ``A``."""
     return float(np.sum(np.asarray(A.data, dtype=np.float64) ** 2))
 
 
-def top(A) -> float:
+def top(A: Any) -> float:
     """``max |A|`` of a sparse ``A`` (0 when it has no nonzeros)."""
     return float(np.max(np.abs(A.data))) if A.nnz else 0.0
 
 
 # -- products --------------------------------------------------------------------------------------
 
-def matmul(F, a, b) -> np.ndarray:
+def matmul(F: Any, a: Any, b: Any) -> np.ndarray:
     """``a @ b`` over ``F`` where one operand is sparse: a dense array.  Exact over GF(p)
     (module docstring)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -137,17 +138,17 @@ def matmul(F, a, b) -> np.ndarray:
     raise ArgumentTypeError("matmul: over GF(p) one operand must be dense")
 
 
-def _csr(x, dtype):
+def _csr(x: Any, dtype: Any) -> Any:
     if not (isinstance(x, (sp.csr_array, sp.csr_matrix))):  # a CSR operand is used as it is
         x = sp.csr_array(x)
     return x if x.dtype == dtype else x.astype(dtype)
 
 
-def _dense(x, dtype) -> np.ndarray:
+def _dense(x: Any, dtype: Any) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
-def _mod_product(A, X: np.ndarray, p: int) -> np.ndarray:
+def _mod_product(A: Any, X: np.ndarray, p: int) -> np.ndarray:
     """``A X mod p`` for a CSR ``A`` and a dense ``X`` of residues (module docstring)."""
     k = int(row_nnz(A).max()) if A.shape[0] and A.nnz else 0
     if k * (p - 1) ** 2 < INT64_LIMIT:
@@ -155,14 +156,16 @@ def _mod_product(A, X: np.ndarray, p: int) -> np.ndarray:
     lo, hi = X & _MASK, X >> LIMB
     shift = (1 << LIMB) % p
     if k * (p - 1) * _MASK < INT64_LIMIT:
-        return (np.asarray(A @ lo) % p + (np.asarray(A @ hi) % p) * shift % p) % p
+        out: np.ndarray = (np.asarray(A @ lo) % p + (np.asarray(A @ hi) % p) * shift % p) % p
+        return out
     A_lo = sp.csr_array((A.data & _MASK, A.indices, A.indptr), shape=A.shape)
     A_hi = sp.csr_array((A.data >> LIMB, A.indices, A.indptr), shape=A.shape)
     ll, lh = np.asarray(A_lo @ lo) % p, np.asarray(A_lo @ hi) % p
     hl, hh = np.asarray(A_hi @ lo) % p, np.asarray(A_hi @ hi) % p
     mid = (lh + hl) % p * shift % p
     high = hh * (shift * shift % p) % p
-    return (ll + mid + high) % p
+    total: np.ndarray = (ll + mid + high) % p
+    return total
 
 
 # -- load by nonzeros ------------------------------------------------------------------------------
@@ -180,12 +183,12 @@ class RowWeights:
     def total(self) -> int:
         return self.num_rows if self.prefix is None else int(self.prefix[-1])
 
-    def of(self, rows) -> int:
+    def of(self, rows: Any) -> int:
         a, b = rows
         return b - a if self.prefix is None else int(self.prefix[b] - self.prefix[a])
 
 
-def weights_of(A) -> RowWeights:
+def weights_of(A: Any) -> RowWeights:
     """:class:`RowWeights` of ``A`` (dense: rows; sparse: nonzeros)."""
     if sp.issparse(A):
         return RowWeights(A.shape[0], np.asarray(A.indptr, dtype=np.int64))
@@ -202,7 +205,7 @@ def _radical_inverse(n: int) -> np.ndarray:
     return out
 
 
-def balanced_order(nnz_per_row) -> np.ndarray:
+def balanced_order(nnz_per_row: Any) -> np.ndarray:
     """A row order under which every run of consecutive rows holds nonzeros in proportion to
     its length: rows ranked by nonzeros (most first, ties by index), the rank at position
     ``i`` being the rank of ``i``'s van der Corput value among all positions'.  Any ``w``

@@ -57,9 +57,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
+from typing import Any
 
 import numpy as np
 
@@ -103,17 +104,18 @@ class Sketch:
     exponent: int = 0
     """Reals: the sketch is of ``A 2^-exponent`` (``0`` unless ``A``'s entries lie outside
     ``2^+-SAFE``, :mod:`~elastic_coded.algebra.scaling`; then ``A`` is a scaled copy)."""
-    u_norms: dict = dc_field(default_factory=dict, repr=False)
+    u_norms: dict[tuple[int, int], tuple[float, float]] = dc_field(default_factory=dict,
+                                                                   repr=False)
     """``{(a, b): (||U[:, a:b]||_F, ||U[:, a:b]||_2)}`` of the row ranges checked so far (reals):
     they depend on ``U`` alone, and each is a pass over ``t x (b - a)`` values that a check
     of a long matvec would otherwise pay every step (:func:`_u_norms`)."""
 
     @property
     def t(self) -> int:
-        return self.U.shape[0]
+        return int(self.U.shape[0])
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, ...]:
         return self.A.shape
 
     def __repr__(self) -> str:
@@ -122,7 +124,7 @@ class Sketch:
                 f"block {self.block}>")
 
 
-def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
+def make_sketch(field: Any, A: np.ndarray, t: int | None = None, seed: Any = None,
                 block: int | None = None) -> Sketch:
     """A sketch of ``A`` (``m x n``) over ``field`` with ``t`` rows (default
     :func:`default_repeats`) drawn from ``seed`` (``None``: fresh OS entropy, as a check against
@@ -157,7 +159,7 @@ def make_sketch(field, A: np.ndarray, t: int | None = None, seed=None,
     return Sketch(F, U, UA, block, sums, row_sq, A, e)
 
 
-def _rows(sketch: Sketch, rows) -> tuple[int, int]:
+def _rows(sketch: Sketch, rows: Any) -> tuple[int, int]:
     m = sketch.shape[0]
     if rows is None:
         return 0, m
@@ -213,7 +215,7 @@ def _sq(sketch: Sketch, a: int, b: int) -> float:
     return 0.0 if sketch.field.exact else _sq_norm(sketch.A[a:b])
 
 
-def _sq_norm(A) -> float:
+def _sq_norm(A: Any) -> float:
     """``||A||_F^2``, dense or sparse."""
     return _sparse.sq_norm(A) if _sparse.is_sparse(A) else float(np.sum(A ** 2))
 
@@ -259,13 +261,13 @@ class CheckResult:
         return self.ok
 
 
-def _in_range(check_fn):
+def _in_range(check_fn: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
     """Reals: run a check on ``B`` and ``Y`` scaled by powers of two (exact) so that its
     norms, squares and products stay in float64's range whatever the size of ``A``, ``B`` and
     ``Y``; values within ``2^+-SAFE`` of 1 (and a sketch of ``A`` itself) are checked as they
     are.  The result says the scale (:attr:`CheckResult.exponent`)."""
     @functools.wraps(check_fn)
-    def run(sketch: Sketch, B, Y, rows=None, **kw) -> CheckResult:
+    def run(sketch: Sketch, B: Any, Y: Any, rows: Any = None, **kw: Any) -> CheckResult:
         if sketch.field.exact or not isinstance(B, np.ndarray) or not isinstance(Y, np.ndarray):
             return check_fn(sketch, B, Y, rows, **kw)
         eB, eY = scaling.exponent(B), scaling.exponent(Y)
@@ -278,7 +280,7 @@ def _in_range(check_fn):
 
 
 @_in_range
-def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition: float = 1.0,
+def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows: Any = None, *, condition: float = 1.0,
           extra_terms: int = 0) -> CheckResult:
     """Is ``Y == A[a:b] @ B`` (``rows = (a, b)``; ``None``: all rows)?  Reals: within the module
     docstring's tolerance, with ``condition`` and ``extra_terms`` describing how ``Y`` was
@@ -314,8 +316,8 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows=None, *, condition:
     return CheckResult(res <= tol, res, tol, scale, rounding, sketch.t)
 
 
-def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.ndarray, rows,
-                cols=None, positions: Sequence[int] | None = None) -> CheckResult:
+def check_piece(sketch: Sketch, code: LagrangeCode, B: np.ndarray, decoded: np.ndarray,
+                rows: Any, cols: Any = None, positions: Sequence[int] | None = None) -> CheckResult:
     """Check a decoded piece: ``decoded[l] == A[a:b] @ B_l[:, c0:c1]`` for every block ``l``
     (``B``: the whole input, ``v x r``, cut into ``L`` blocks of ``r/L`` columns; ``cols = (c0,
     c1)`` or ``None`` for all).  In the reals ``positions`` (the ``L`` it was decoded from) set
