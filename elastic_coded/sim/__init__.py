@@ -42,7 +42,7 @@ simulated time, the plan cache), :mod:`~elastic_coded.sim.pull` (one pull step),
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.unified import UnifiedOptions
 from .cost import RuntimeCost
-from .executor import PlanCache, Speculation, StepOutcome, step_time, step_time_reference, time_unit
+from .executor import Speculation, StepOutcome, step_time, time_unit
 from .hetero import HeteroVariant, hetero_lower_bound, hetero_step
 from .models import (
                        Compose,
@@ -57,7 +57,9 @@ from .models import (
                        TraceDelays,
                        UniformSpeeds,
 )
+from .plan_cache import PlanCache
 from .pull import PullOutcome, pull_step
+from .reference_step import step_time_reference
 from .results import SimResult, summarize_times
 from .runner import simulate
 from .trace import Trace, make_trace

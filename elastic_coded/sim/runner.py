@@ -9,7 +9,7 @@ controller keeps it for that storage family.
 :class:`~elastic_coded.sim.variants.Variant`).  Each step: the storage placement kept the
 runtime's way (``extend_placement`` for joiners, then ``repair_placement`` with the machines'
 storage budgets, whenever membership changes), the plan from the same policy function the runtime
-calls (``schemes.registry``) fetched through a :class:`~elastic_coded.sim.executor.PlanCache`, and
+calls (``schemes.registry``) fetched through a :class:`~elastic_coded.sim.plan_cache.PlanCache`, and
 the step executed in simulated time: a whole plan by :mod:`elastic_coded.sim.executor`, a pulled
 one by :mod:`elastic_coded.sim.pull`, ``usctec-auto`` by the execution it chooses
 (:mod:`elastic_coded.sim.pulled`); with ``cost``, the runtime's own cost on top
@@ -71,8 +71,9 @@ from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
-from .executor import PlanCache, _PlacementIndex
+from .executor import _PlacementIndex
 from .learn import _Learner
+from .plan_cache import PlanCache
 from .pulled import PulledRun, WholeRun
 from .results import Record, SimResult, summarize_times
 from .trace import Trace, make_trace
@@ -226,7 +227,7 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     are configured with their speed); a number means every machine.  ``num_rows``: rows of
     ``A`` of the USCTEC family (default ``100 N``).  ``storage``: every initial machine's
     budget.  ``plan_tol``: the plan cache's tolerance
-    (:class:`~elastic_coded.sim.executor.PlanCache`).  ``design_samples``: speed samples
+    (:class:`~elastic_coded.sim.plan_cache.PlanCache`).  ``design_samples``: speed samples
     ``design_placement`` scores candidates on (the runtime uses 16; each costs an LP per
     candidate).  ``crash_at``: when a crash is noticed, as a fraction of the crashed call's
     time.  ``check_plans``: validate every new plan against its placement.
