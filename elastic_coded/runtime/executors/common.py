@@ -15,9 +15,10 @@ from ..gather import Gather
 __all__ = ["Outcome", "encode_inputs", "crash_at", "slowed", "units"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
-    """What a step did, for the report."""
+    """What a step did, for the report: a frozen value (an executor that changes one returns
+    a new one with :func:`dataclasses.replace`)."""
 
     gather: Gather
     t_encode: float

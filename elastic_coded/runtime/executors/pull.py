@@ -136,9 +136,7 @@ def _run_whole(ctx: StepContext, B, ev, prep, mode: str):
     plan = whole.eager if mode == "eager" else whole.lean
     prep = replace(prep, plan=plan)
     Y, out = run_whole(replace(ctx, policy="usctec"), B, ev, prep)
-    out.prep = prep
-    out.extra = dict(out.extra, mode=mode, planned=_planned(whole))
-    return Y, out
+    return Y, replace(out, prep=prep, extra=dict(out.extra, mode=mode, planned=_planned(whole)))
 
 
 def _planned(plan: pl.PullPlan) -> tuple:

@@ -7,6 +7,7 @@ again, without the events already applied."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import ray
@@ -54,8 +55,7 @@ def run_unified(ctx: StepContext, X: np.ndarray, ev, prep, attempts: int = 3):
     for attempt in range(attempts):
         try:
             Y, out = _unified_once(ctx, cache, X, ev, prep)
-            out.prep = prep if attempt else None
-            return Y, out
+            return Y, (replace(out, prep=prep) if attempt else out)
         except _TooFewServers as exc:
             if attempt == attempts - 1 or ctx.ctrl.replan is None:
                 raise StepFailed(f"step {ctx.step}: {exc}; re-encoding did not help") from None
