@@ -10,8 +10,9 @@ a default), with a client over a fake ``call``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import InternalError
@@ -28,10 +29,18 @@ class ControllerClient:
     """The controller calls a step makes, typed.  ``call(method, *args)`` makes one (the
     cluster's: a controller that died is replaced and the call made again);
     ``replan()`` asks for the step's plan again after the storage changed mid-step (the
-    unified scheme re-encoding for the machines left), updating the driver's tables."""
+    unified scheme re-encoding for the machines left), updating the driver's tables;
+    ``learn(machine, handle)`` tells the driver's tables of a machine the controller hands a
+    step mid-way (a recovery or a rescue), so the step's read-only
+    :attr:`StepContext.handles` shows it at once and later steps keep it."""
 
     call: Callable[..., Any] = _no_call
     replan: Callable[[], Any] | None = None
+    learn: Callable[[Any, Any], None] | None = None
+
+    def _learnt(self, machine, handle) -> None:
+        if self.learn is not None and handle is not None:
+            self.learn(machine, handle)
 
     def mark_dead(self, machines) -> None:
         """Drop machines found dead mid-step (their storage is repaired at the next step)."""
@@ -40,7 +49,10 @@ class ControllerClient:
     def recover(self, lost, dead) -> list:
         """USCTEC: lost tasks re-planned on live holders of their rows
         (:class:`~elastic_coded.schemes.wire.Reassignment` per machine)."""
-        return self.call("recover", list(lost), list(dead))
+        got = self.call("recover", list(lost), list(dead))
+        for re in got:
+            self._learnt(re.machine, re.handle)
+        return got
 
     def holders_of(self, plan) -> dict:
         """``{piece: [present machines storing its rows]}`` (speculative and coded backups)."""
@@ -49,7 +61,9 @@ class ControllerClient:
     def hetero_rescue(self, master: int, need: int, exclude, order):
         """Fresh coded rows of ``master`` on the first machine of ``order`` that takes them
         (:class:`~elastic_coded.schemes.wire.Rescued`)."""
-        return self.call("hetero_rescue", master, need, sorted(exclude), list(order))
+        got = self.call("hetero_rescue", master, need, sorted(exclude), list(order))
+        self._learnt(got.machine, got.handle)
+        return got
 
 
 def no_controller() -> ControllerClient:
@@ -61,8 +75,9 @@ def no_controller() -> ControllerClient:
 class StepContext:
     """One step, as its executor and verifier see it.
 
-    ``handles``: the machines of the step, ``{id: worker handle}``; an executor adds the
-    machines the controller hands it mid-step (a rescue), so the driver learns them.
+    ``handles``: the machines of the step, ``{id: worker handle}``, read-only: a machine the
+    controller hands the step mid-way (a recovery, a rescue) reaches the driver's tables
+    through :attr:`ControllerClient.learn`, and shows here at once (a view of them).
     ``options``: the policy's typed options.  ``patience``: the decode condition above which
     a piece waits for better-conditioned results (:attr:`~.verifying.Verifier.patience`).
     ``codes``: the heterogeneous masters' MDS codes.  ``history``: ``usctec-auto``'s recent
@@ -81,7 +96,7 @@ class StepContext:
     step: int
     F: Any
     policy: str = "usctec"
-    handles: dict = field(default_factory=dict)
+    handles: Mapping = field(default_factory=lambda: MappingProxyType({}))
     time_scale: float = 0.0
     seed: int = 0
     deadline: float | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -107,7 +107,7 @@ class Gather:
     asked, when ``next_backup_s`` elapses with nothing arriving, for calls to launch."""
 
     inputs: list
-    handles: dict
+    handles: Mapping
     collector: Any  # a QuorumCollector, or a scheme's (LagrangeCollector, ...)
     on_lost: Callable
     backup: Callable | None = None

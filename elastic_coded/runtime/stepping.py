@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ..schemes.registry import policy_of
@@ -137,10 +138,12 @@ class StepLoop:
         """What the step's executor and the verifier see of the cluster (:mod:`.context`)."""
         st = self.setting
         client = ControllerClient(self.link.call,
-                                  lambda: self.pipeline.prepare(self.step, policy, n_cols)[0])
+                                  lambda: self.pipeline.prepare(self.step, policy, n_cols)[0],
+                                  self.tables.learn)
         return StepContext(
-            step=self.step, F=st.F, policy=policy, handles=self.tables.handles,
-            time_scale=st.time_scale, seed=st.seed, deadline=st.deadline, options=st.options,
+            step=self.step, F=st.F, policy=policy,
+            handles=MappingProxyType(self.tables.handles), time_scale=st.time_scale,
+            seed=st.seed, deadline=st.deadline, options=st.options,
             ctrl=client, patience=self.verifier.patience, codes=st.codes,
             history=history(self.reports, policy) if policy_of(policy).pulls else (),
             pull_rate=self.pull_rate, pull_lag=self.pull_lag, unified=self.unified,

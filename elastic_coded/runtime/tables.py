@@ -41,6 +41,11 @@ class DriverTables:
         self.handles, self.specs, self.storage = handles, specs, storage
         self.ever.update(handles)
 
+    def learn(self, machine, handle) -> None:
+        """A machine the controller handed a step mid-way (a recovery, a rescue)."""
+        self.handles[machine] = handle
+        self.ever.add(machine)
+
     def changed(self) -> None:
         """The membership changed (or may have): present unknown, a new epoch."""
         self.present = None

@@ -71,7 +71,6 @@ class HeteroChecks:
                 rescues += 1
                 got = ctx.ctrl.hetero_rescue(m, code.k - len(good), exclude,
                                              sorted(usable, key=str))
-                ctx.handles[got.machine] = got.handle
                 asks = [(got.machine, got.ranges)]
             if not asks:
                 break

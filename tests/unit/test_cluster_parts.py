@@ -2,7 +2,7 @@
 tables, the controller link, the churn events, the plan pipeline, the step report (a verdict
 held whole) and the constructor's arguments."""
 
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 
 import pytest
 import ray.exceptions
@@ -12,13 +12,14 @@ from elastic_coded.errors import ArgumentError, ShortOfMachines, StepFailed
 from elastic_coded.machines import MachineSpec
 from elastic_coded.runtime import membership
 from elastic_coded.runtime.arguments import code_of, option_fields
+from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.events import ChurnEvents
 from elastic_coded.runtime.planning import PLANS_HELD, PlanPipeline, PlanSetting, no_carry
 from elastic_coded.runtime.report import VERDICT_FIELDS, StepReport
 from elastic_coded.runtime.stepping import build_report
 from elastic_coded.runtime.tables import DriverTables
 from elastic_coded.runtime.verifying import Verdict
-from elastic_coded.schemes.wire import PreparedStep
+from elastic_coded.schemes.wire import PreparedStep, Reassignment, Rescued
 
 
 def _tables(*ids, forgot=None):
@@ -57,6 +58,24 @@ def test_joined_took_and_stepped():
     epoch = t.epoch
     t.stepped(["a", "c"], {"c"})
     assert t.present == ["a"] and list(t.handles) == ["a"] and t.epoch == epoch + 2
+
+
+def test_a_steps_context_is_read_only_and_learns_the_machines_handed_to_it():
+    t = _tables("a", "b")
+    answers = {"recover": [Reassignment("c", "h-c", ()), Reassignment("a", "h-a2", ())],
+               "hetero_rescue": Rescued("d", "h-d", ((0, 1),))}
+    client = ControllerClient(lambda method, *args: answers[method], learn=t.learn)
+    ctx = StepContext(step=0, F=None, handles=MappingProxyType(t.handles), ctrl=client)
+    with pytest.raises(TypeError):
+        ctx.handles["x"] = "h-x"  # type: ignore[index]
+    assert [r.machine for r in client.recover(["task"], [])] == ["c", "a"]
+    assert client.hetero_rescue(0, 1, {3}, ["d"]).machine == "d"
+    # the tables learnt them, and the step's view shows them at once
+    assert dict(ctx.handles) == {"a": "h-a2", "b": "h-b", "c": "h-c", "d": "h-d"}
+    assert {"c", "d"} <= t.ever and t.epoch == 0  # no new membership: the plan stands
+    assert StepContext(step=0, F=None).handles == {}  # the default is read-only too
+    with pytest.raises(TypeError):
+        StepContext(step=0, F=None).handles["x"] = 1  # type: ignore[index]
 
 
 def test_members_rebuild_a_controller_from_the_tables():

@@ -49,7 +49,6 @@ def run_hetero(ctx: StepContext, xs: list, ev, prep):
             send_rows(n, m, rows, have)
         if short > 0:  # every live holder is used: fresh coded rows on the best machine
             got = ctx.ctrl.hetero_rescue(m, short, have, order)
-            ctx.handles[got.machine] = got.handle
             send_rows(got.machine, m, got.ranges, have)
 
     def send_rows(n, m: int, rows, have: set) -> None:

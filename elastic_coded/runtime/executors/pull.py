@@ -304,6 +304,5 @@ class _Loop:
         self.q.orphans.clear()
         self.g.kind = "repair"
         for re in self.ctx.ctrl.recover(lost, []):
-            self.ctx.handles[re.machine] = re.handle
             self.g.dispatch(re.machine, re.handle, Call(self.ctx.step, re.tasks, self.total))
         self.g.kind = "call"
