@@ -50,6 +50,7 @@ Bounds of the USCTEC family, reported like policies:
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,7 @@ from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
 from .executor import _PlacementIndex
+from .groups import RUN_FIELDS, from_groups
 from .learn import _Learner
 from .plan_cache import PlanCache
 from .pulled import PulledRun, WholeRun
@@ -204,7 +206,7 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
              hetero_options: HeteroOptions | None = None, masters=None,
              cost: RuntimeCost | None = None, deadline: float | None = None,
              pull_options: PullOptions | None = None,
-             family_options: Mapping | None = None) -> SimResult:
+             family_options: Mapping | None = None, run=None, options=None) -> SimResult:
     """Run ``policies`` side by side on one trace of ``steps`` steps on ``N`` machines.
 
     ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
@@ -244,7 +246,21 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     wake-up): give ``time_scale`` in seconds when they run.  ``family_options``: by family
     name, the options of another registered family the simulator runs by name
     (:func:`~elastic_coded.sim.variants.sim_families`).
+
+    ``run`` and ``options``: the option groups :class:`~elastic_coded.ElasticCluster` takes
+    (:mod:`elastic_coded.sim.groups`): ``run`` (a :class:`~elastic_coded.options.RunOptions`)
+    sets ``time_scale``, ``seed``, ``storage``, ``learn_speeds`` and ``deadline`` as the
+    runtime reads them; ``options`` the policies' options (a ``PullOptions``,
+    ``UnifiedOptions`` or ``HeteroOptions``, a sequence of them, or a mapping by family name).
+    A setting given both ways is an error.
     """
+    if run is not None or options is not None:
+        given = {n: v for n, v in locals().items() if n in _GROUPED}
+        got = from_groups(run, options, given, _GROUPED)
+        time_scale, seed, storage, learn_speeds, deadline = (
+            got[n] for n in ("time_scale", "seed", "storage", "learn_speeds", "deadline"))
+        pull_options, unified_options = got["pull_options"], got["unified_options"]
+        hetero_options, family_options = got["hetero_options"], got["family_options"]
     t_start = time.perf_counter()
     trace = _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage)
     t_trace = time.perf_counter() - t_start
@@ -364,3 +380,9 @@ def _placements(variants, trace: Trace, q: int, configured: np.ndarray, env: _En
         stores["design"] = _Storage(design_placement(q, ids0, budgets0, model, L, S,
                                                      samples=design_samples, seed=env.seed))
     return stores
+
+
+_GROUPED = {n: p.default for n, p in inspect.signature(simulate).parameters.items()
+            if n in RUN_FIELDS + ("pull_options", "unified_options", "hetero_options",
+                                  "family_options")}
+"""The parameters of :func:`simulate` that ``run`` and ``options`` set, with their defaults."""
