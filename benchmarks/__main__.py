@@ -28,7 +28,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 NAMES = ("planner", "gfp_matmul", "hetero", "sweeps", "unified", "sim", "runtime", "schedulers",
-         "verify", "memory", "scale", "sim_fidelity", "sparse", "sim_scale", "real")
+         "verify", "memory", "scale", "sim_fidelity", "sparse", "sim_scale", "real",
+         "two_level")
 
 
 def _script(name: str, quick: bool, out: str) -> None:
@@ -80,6 +81,9 @@ def run_one(name: str, quick: bool, out: str) -> None:
     elif name == "real":
         import bench_real
         bench_real.run(quick, out)  # draws its plot when matplotlib is installed
+    elif name == "two_level":
+        import bench_two_level
+        bench_two_level.run(out, quick=quick)
     elif name == "sweeps":
         import bench_sweeps
         res = bench_sweeps.run(quick, out)
@@ -294,6 +298,15 @@ def summary(out: str) -> str:
                 f"compute / cost model", f"{walls['compute']:.0f} s / {walls['cost']:.0f} s"
                 f"{note}", f"< {r['goal_s']:.0f} s each",
                 not left and all(w <= r["goal_s"] for w in walls.values()), "sim_scale.json")
+    for r in (_load(out, "two_level.json") or {}).get("sizes", []):
+        for label, run in r["runs"].items():
+            if run.get("met") is None:
+                continue
+            ratio = " / ".join(f"{run['ratio'][p]:.2f}x" for p in ("usctec-auto", "usctec-pull"))
+            add(f"simulator at N={r['N']:,}, {label} (two levels: a model): usctec-auto / "
+                f"usctec-pull step over pure compute", ratio,
+                "<= 1.3x / 2.0x" if r["N"] == 1000 else "<= 1.5x / 2.5x",
+                all(run["met"].values()), "two_level.json")
     sw = _load(out, "sweeps.json")
     if sw:
         last = sw["slowdown"][-1]

@@ -55,6 +55,23 @@ also pays what the Ray runtime pays around the computation:
   particular order the simulator's percentiles are 66, 82 and 105 ms, and it makes about 300.
   ``0`` (the default): machines have their own CPUs, no floor and no queue.
 
+**Two levels** (``group`` > 0, issue 47's design, not yet in the runtime): machines are grouped
+``group`` to an agent (one per Ray node on a cluster), and the driver talks to agents only.  A
+whole plan's driver sends one call per agent (``call_s`` each), the agent calls each of its
+machines (``agent_call_s`` each, agents in parallel) and takes each result in
+(``agent_take_s``), and sends the driver one message at a time carrying every result it has
+taken in since the last (a message waits until the driver has taken the one before in, so a
+busy driver gets fewer, fuller messages); the driver takes a message in for ``round_trip_s``
+plus ``merge_s`` per result in it (what is left of a result's cost on the driver when the agent
+has summed its share of the decode: 0 where that share is as cheap as one result).  A pull
+step runs its loop in the agents: each agent is its own server for its machines' calls
+(``agent_call_s``), results (``agent_take_s``) and the coded queue's decisions (``decide_s``),
+and forwards results to the driver the same way; a unit taken from another machine's queue
+also costs the driver a ``call_s`` (the driver moves work between agents).  ``machine_s``,
+the per-machine building of a step's calls, is paid once per agent on the driver and per
+machine in each agent (in parallel).  :meth:`RuntimeCost.two_level` gives the one-level
+figures to the agents (the same cost terms, paid where the two levels pay them).
+
 ``python -m benchmarks calibrate`` measures the figures on the host with a small Ray run and
 writes them to ``benchmarks/results/runtime_cost.json``; :meth:`RuntimeCost.load` reads that
 file.  The defaults are figures of the same order as that run on a 2-core host.
@@ -62,15 +79,17 @@ file.  The defaults are figures of the same order as that run on a 2-core host.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish", "host_wait", "taken_in"]
+__all__ = ["RuntimeCost", "dispatch_offsets", "driver_finish", "host_wait", "taken_in",
+           "agents_of", "agent_messages", "two_level_finish"]
 
 
 @dataclass(frozen=True)
@@ -105,11 +124,19 @@ class RuntimeCost:
     """Host CPU seconds per call sent (every process's part: submit, run, result)."""
     host_cancel_s: float = 0.0
     """Host CPU seconds a cancelled call costs beyond one that returns."""
+    group: int = 0
+    """Machines per agent of a two-level step (module docstring); ``0``: one level."""
+    agent_call_s: float = 0.0
+    """An agent's cost of calling one of its machines (two levels)."""
+    agent_take_s: float = 0.0
+    """An agent's cost of taking in one of its machines' results (two levels)."""
+    merge_s: float = 0.0
+    """The driver's cost per machine result inside an agent's message (two levels)."""
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("per_process", "host_cpus"):
+            if f.name in ("per_process", "host_cpus", "group"):
                 low = 1 if f.name == "per_process" else 0
                 if isinstance(v, bool) or not isinstance(v, int) or v < low:
                     raise ArgumentError(f"{f.name}: an int >= {low}, got {v!r}")
@@ -125,8 +152,19 @@ class RuntimeCost:
 
     def step_cost(self, machines: int) -> float:
         """What a step on ``machines`` machines pays around its calls: ``step_s + plan_s +
-        machines * machine_s``."""
+        machines * machine_s``; with two levels, ``machine_s`` per agent on the driver and per
+        machine of the largest agent in the agents (in parallel)."""
+        if self.group and machines:
+            agents = -(-machines // self.group)
+            return self.fixed_s + (agents + min(self.group, machines)) * self.machine_s
         return self.fixed_s + machines * self.machine_s
+
+    def two_level(self, group: int, merge_s: float = 0.0) -> RuntimeCost:
+        """These figures on two levels of ``group`` machines per agent: the agents pay what
+        the driver paid per machine call (``call_s``) and per result (``round_trip_s``); the
+        driver keeps ``round_trip_s`` per message and ``merge_s`` per result in one."""
+        return replace(self, group=group, agent_call_s=self.call_s,
+                       agent_take_s=self.round_trip_s, merge_s=merge_s)
 
     def host_floor(self, machines: int, calls: int, cancelled: int = 0) -> float:
         """The least time a step of ``calls`` calls (``cancelled`` of them cancelled) on
@@ -173,8 +211,46 @@ def dispatch_offsets(has_work: np.ndarray, cost: RuntimeCost) -> np.ndarray:
     work get 0."""
     has = np.asarray(has_work, dtype=bool)
     k = np.cumsum(has) - 1
-    out = (k // cost.per_process + 1) * cost.call_s + cost.worker_call_s
+    if cost.group:  # the agent's call, then the agent's to each of its machines in turn
+        out = ((k // cost.group + 1) * cost.call_s + (k % cost.group + 1) * cost.agent_call_s
+               + cost.worker_call_s)
+    else:
+        out = (k // cost.per_process + 1) * cost.call_s + cost.worker_call_s
     return np.where(has, out, 0.0)
+
+
+def agents_of(has_work: np.ndarray, group: int) -> np.ndarray:
+    """Each machine's agent in a two-level whole plan: machines with work in plan order,
+    ``group`` to an agent (``-1``: no work)."""
+    has = np.asarray(has_work, dtype=bool)
+    return np.where(has, (np.cumsum(has) - 1) // max(1, group), -1)
+
+
+def agent_messages(finish: np.ndarray, agent: np.ndarray, cost: RuntimeCost) -> tuple:
+    """``(driver's time after the last message, messages)``: the results ``finish`` (per
+    machine; ``inf``: none) of agents ``agent`` taken in by their agents, ``agent_take_s``
+    each in arrival order, and sent on one message at a time (module docstring), which the
+    driver takes in one after another for ``round_trip_s`` plus ``merge_s`` per result."""
+    f = np.asarray(finish, dtype=np.float64)
+    ag = np.asarray(agent)
+    ready: dict = {}
+    for a in np.unique(ag[np.isfinite(f) & (ag >= 0)]).tolist():
+        ready[a] = taken_in(f[(ag == a) & np.isfinite(f)], cost.agent_take_s)
+        ready[a].sort()
+    heap = [(float(r[0]), a) for a, r in ready.items() if r.size]
+    heapq.heapify(heap)
+    nxt = dict.fromkeys(ready, 0)
+    d, messages = 0.0, 0
+    while heap:
+        sent, a = heapq.heappop(heap)
+        r, i = ready[a], nxt[a]
+        j = int(np.searchsorted(r, sent, side="right"))  # every result taken in by then
+        d = max(d, sent) + cost.round_trip_s + cost.merge_s * (j - i)
+        messages += 1
+        nxt[a] = j
+        if j < r.size:  # the next waits until the driver has taken this one in
+            heapq.heappush(heap, (max(d, float(r[j])), a))
+    return d, messages
 
 
 def host_wait(fifo_s: float, rng: np.random.Generator | None) -> float:
@@ -208,3 +284,12 @@ def driver_finish(finish: np.ndarray, end: float, cost: RuntimeCost) -> float:
     f = np.asarray(finish, dtype=np.float64)
     t = taken_in(f[f <= end], cost.round_trip_s)
     return max(float(t.max()), end) if t.size else end
+
+
+def two_level_finish(finish: np.ndarray, end: float, agent: np.ndarray,
+                     cost: RuntimeCost) -> tuple:
+    """:func:`driver_finish` on two levels: ``(the step's end on the driver, messages)``, the
+    results by ``end`` reaching it in its agents' messages (:func:`agent_messages`)."""
+    f = np.asarray(finish, dtype=np.float64)
+    d, messages = agent_messages(np.where(f <= end, f, np.inf), agent, cost)
+    return max(d, end), messages

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.policies.asking import Asking
+from .agents import Agents
 from .cost import RuntimeCost, host_wait
 from .lagrange_lies import Decoded, LieRepair, repair
 
@@ -112,6 +113,8 @@ class PullOutcome:
     lag_s: float = 0.0
     """The lag the next pull step allows every call
     (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`, as the runtime learns it)."""
+    messages: int = 0
+    """Two levels (``cost.group``): the agents' messages the driver took in."""
 
 
 class _Machine:
@@ -148,6 +151,10 @@ class _Run:
         # the coded queue's rules cost the driver per decision (dynamic's are in call_s)
         self.decide = cost.decide_s if cost is not None and isinstance(q, pl.CodedQueue) else 0.0
         self.calls = self.units = self.cancelled = 0
+        # two levels (cost.group): the agents' servers and messages (:mod:`.agents`)
+        self.agents = (Agents(self.order, cost, self._home) if cost is not None and cost.group
+                       else None)
+        self.last_decode = 0.0
         self.measured: dict = {}
         self.ran: list = []
         self.filed: list = []
@@ -180,7 +187,13 @@ class _Run:
 
     def send(self, m, units: list, now: float) -> None:
         c = self.cost
-        if c is not None:
+        if c is not None and self.agents is not None:
+            arrive, self.driver = self.agents.send(m, units, now, self.driver)
+            if c.host_cpus:
+                self.host = max(self.host, now) + c.host_call_s / c.host_cpus
+                arrive += host_wait(self.host - arrive, self.rng)
+            arrive += c.worker_call_s
+        elif c is not None:
             self.driver = max(self.driver, now) + c.call_s
             arrive = self.driver
             if c.host_cpus:  # the host's cores take the calls' CPU work, in no set order
@@ -229,6 +242,11 @@ class _Run:
         mac.calls = []
         self.q.lost(m)
 
+    def _home(self, u):
+        """The machine unit ``u``'s position is planned on (``None``: none)."""
+        ms = getattr(self.sub.pieces[u.piece], "machines", ())
+        return ms[u.position] if u.position < len(ms) else None
+
     # -- the driver ------------------------------------------------------------------------
     def _freed(self, m) -> None:
         """One of ``m``'s calls ended: it is asked at the next fill."""
@@ -246,17 +264,19 @@ class _Run:
             return
         charged = [self.asking.asked]
 
-        def decided(t: float) -> None:  # the decisions made since the last charge
+        def decided(t: float, m=None) -> None:  # the decisions made since the last charge
             n, charged[0] = self.asking.asked - charged[0], self.asking.asked
-            if n:
+            if n and self.agents is not None and m is not None:  # made in m's agent
+                self.agents.decided(m, t, n, self.decide)
+            elif n and self.agents is None:
                 self.driver = max(self.driver, t) + self.decide * n
 
         def send(m, units: list, t: float) -> None:  # a call goes out after its decisions
-            decided(t)
+            decided(t, m)
             self.send(m, units, t)
 
         self.asking.fill(self.q, now, depth, room, send)
-        decided(now)
+        decided(now)  # (two levels: those that sent nothing, spread over the agents' idle time)
 
     def idle(self) -> bool:
         dead, depth = self.q.dead, self.depth
@@ -269,8 +289,11 @@ class _Run:
         mac.calls.remove(key)
         self._freed(m)
         c = self.cost
-        now = (max(self.driver, t) + c.round_trip_s + self.scan) if c is not None else t
-        self.driver = max(self.driver, now)
+        if c is not None and self.agents is not None:
+            now, at_driver, self.driver = self.agents.take(m, t, self.driver)
+        else:
+            now = (max(self.driver, t) + c.round_trip_s + self.scan) if c is not None else t
+            self.driver = at_driver = max(self.driver, now)
         # the machine's busy time, as the runtime's emulated machines report it (paced_s):
         # its speed and the queue's rates are measured on it, not on the worker's own cost
         self.q.finished(m, key, now, dur)
@@ -287,11 +310,12 @@ class _Run:
             got.add(u.position)
             if len(got) >= self.need:
                 self.decoded.add(u.piece)
-                self.decoded_at[u.piece] = now
+                self.decoded_at[u.piece] = at_driver
+                self.last_decode = max(self.last_decode, at_driver)
                 if self.lying:
                     self.used[u.piece] = list(self.arrived[u.piece].values())[:self.need]
-                for m2, key2 in self.q.decoded(u.piece):
-                    self.cancel(m2, key2, now)
+                for m2, key2 in self.q.decoded(u.piece):  # the driver cancels them
+                    self.cancel(m2, key2, at_driver)
         return now
 
     def run(self, tick: float | None) -> float:
@@ -303,12 +327,13 @@ class _Run:
             if not self.heap:
                 return math.inf  # nothing in flight, pieces left: lost (module docstring)
             when, _, key, ver = self.heap[0]
-            wait_from = max(now, self.driver)  # a busy driver starts its wait when free
+            # a busy driver starts its wait when free (two levels: the agents wait)
+            wait_from = now if self.agents is not None else max(now, self.driver)
             if tick is not None and wait_from + tick < when and self.idle():
                 now = wait_from + tick
                 if self.record:
                     self.wakes.append((max(now, self.driver), when))
-                if self.cost is not None:
+                if self.cost is not None and self.agents is None:
                     self.driver = max(self.driver, now) + self.scan
                 self.fill(now)
                 continue
@@ -326,7 +351,7 @@ class _Run:
                     now = self._arrive(key, when, inf, now)
             if len(self.decoded) < self.n_pieces:
                 self.fill(now)
-        return now
+        return max(now, self.last_decode)
 
     def _arrive(self, key, when: float, inf, now: float) -> float:
         """Call ``key``'s end at ``when`` taken in: its machine lost (a scripted crash of its
@@ -369,7 +394,8 @@ def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes), lies, run.asking.asked, ps.lag_after(q, lag_s))
+                       tuple(run.wakes), lies, run.asking.asked, ps.lag_after(q, lag_s),
+                       run.agents.messages if run.agents is not None else 0)
 
 
 def _decoded(run: _Run) -> Decoded:

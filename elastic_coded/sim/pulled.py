@@ -30,7 +30,7 @@ from ..families.usctec import validate
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
-from .cost import dispatch_offsets, driver_finish
+from .cost import agents_of, dispatch_offsets, driver_finish, two_level_finish
 from .executor import Speculation, _Compiled, _execute
 from .lagrange_lies import repair_lies
 from .learn import _learn
@@ -69,10 +69,14 @@ def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
     out = _execute(comp, index, eff, lost, est, env.ts, env.crash_at, spec, offset, each)
     t = out.time
     if cost is not None and math.isfinite(t):
-        t = driver_finish(out.finish, t, cost) + cost.step_cost(comp.n)
         has = int(np.count_nonzero(comp.work > 0))
-        calls = -(-has // cost.per_process) + out.copies + out.redispatched
-        t = max(t, cost.host_floor(comp.n, calls))
+        if cost.group:  # two levels: the results reach the driver in their agents' messages
+            t = two_level_finish(out.finish, t, agents_of(comp.work > 0, cost.group), cost)[0]
+            calls = -(-has // cost.group) + out.copies + out.redispatched
+        else:
+            t = driver_finish(out.finish, t, cost)
+            calls = -(-has // cost.per_process) + out.copies + out.redispatched
+        t = max(t + cost.step_cost(comp.n), cost.host_floor(comp.n, calls))
     return out, t
 
 
@@ -236,6 +240,7 @@ class PulledRun(WholeRun):
             rec.detail(name, "calls", t, out.calls)
             rec.detail(name, "stolen", t, out.stolen)
             rec.detail(name, "cancelled", t, out.cancelled)
+            rec.detail(name, "messages", t, out.messages)
         else:
             whole = comp.eager if mode == "eager" else comp.lean
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None

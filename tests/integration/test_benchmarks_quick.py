@@ -24,7 +24,7 @@ def test_quick_benchmarks_write_well_formed_results(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("planner", "hetero", "sweeps", "unified", "sim_quick", "runtime_quick",
                  "verify_quick", "schedulers_quick", "scale_quick", "sim_fidelity_quick",
-                 "sparse_quick", "real_quick"):
+                 "sparse_quick", "real_quick", "two_level_quick"):
         with open(out / f"{name}.json") as fh:
             data = json.load(fh)
         assert data, name
