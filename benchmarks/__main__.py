@@ -303,8 +303,8 @@ def summary(out: str) -> str:
             if run.get("met") is None:
                 continue
             ratio = " / ".join(f"{run['ratio'][p]:.2f}x" for p in ("usctec-auto", "usctec-pull"))
-            add(f"simulator at N={r['N']:,}, {label} (two levels: a model): usctec-auto / "
-                f"usctec-pull step over pure compute", ratio,
+            add(f"simulator at N={r['N']:,}, cost on {label} (a model): usctec-auto / "
+                f"usctec-pull step / pure compute", ratio,
                 "<= 1.3x / 2.0x" if r["N"] == 1000 else "<= 1.5x / 2.5x",
                 all(run["met"].values()), "two_level.json")
     sw = _load(out, "sweeps.json")
