@@ -45,6 +45,13 @@ machines idle; the runtime's loop fills the same way, through the same
   that wait (the cores take the waiting work in no particular order:
   :func:`~elastic_coded.sim.cost.host_wait`).
 
+* On two levels (``cost.group``, :mod:`~elastic_coded.sim.agents`) the loop runs in the
+  agents: a call costs its machine's agent ``agent_call_s`` (and the driver a ``call_s`` when
+  it carries units planned on another agent's machines), a result the agent's
+  ``agent_take_s``, a decision the agent's ``decide_s``; a result reaches the driver in its
+  agent's message, and the piece it completes decodes, and its other calls are cancelled, on
+  the driver's clock.
+
 Times are seconds when ``time_scale`` is (the coded rules compare them with seconds: the cost
 of a call ``call_cost_s`` and the 5 ms wake-up floor).
 """
