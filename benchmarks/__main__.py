@@ -185,6 +185,13 @@ def _scale_rows(sk: dict, add) -> None:
                 f"{r['default_over_floor']:.2f}x ({1000 * d['median_s']:.0f} ms; floor "
                 f"{1000 * r['ray_floor']['median_s']:.0f} ms)", "<= 1.5x",
                 r["default_over_floor"] <= 1.5, "scale.json")
+    for M in (96, 192):
+        r = by_m.get(M)
+        if r and "process_floor" in r:
+            sr, cr = r["default_over_process_floor"], r["driver_cpu_over_process_floor"]
+            add(f"scale, M={M}: default step / process floor (one call per process); its "
+                f"driver's CPU / the floor's", f"{sr:.2f}x / {cr:.2f}x", "<= 1.25x / 1.25x",
+                sr <= 1.25 and cr <= 1.25, "scale.json")
     r = by_m.get(96)
     if r:
         dc = r["default_driver_plus_controller_ms_per_machine"]
