@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .cost import RuntimeCost
 
@@ -18,16 +19,19 @@ class Agents:
     """The agents of one pull step: ``order`` the machines in plan order, ``group`` to an
     agent; ``home(unit)`` the machine a unit's position is planned on (``None``: none)."""
 
-    def __init__(self, order: Sequence, cost: RuntimeCost, home: Callable):
+    def __init__(self, order: Sequence[Any], cost: RuntimeCost,
+                 home: Callable[[Any], Any]) -> None:
         self.cost, self.home = cost, home
         self.of = {m: i // cost.group for i, m in enumerate(order)}
-        self.free: dict = {}     # agent -> when it has done what it was given
-        self.msg: dict = {}      # agent -> (its last message's sending, the driver's taking)
+        self.free: dict[int, float] = {}  # agent -> when it has done what it was given
+        # agent -> (its last message's sending, the driver's taking it in)
+        self.msg: dict[int, tuple[float, float]] = {}
         self.messages = 0        # messages the driver took in
         self.moved = 0           # calls of units the driver moved between agents
         self.scan = cost.scan_s * min(cost.group, len(order))  # an agent scans its own
 
-    def send(self, m, units: list, now: float, driver: float) -> tuple:
+    def send(self, m: Any, units: list[Any], now: float,
+             driver: float) -> tuple[float, float]:
         """``(when the call of units to m is out, the driver's clock)``: the agent's
         ``agent_call_s``, after the driver's ``call_s`` when the call carries units planned on
         another agent's machines (the driver moves work between agents, a call's units at
@@ -42,12 +46,12 @@ class Agents:
         self.free[a] = t + c.agent_call_s
         return self.free[a], driver
 
-    def decided(self, m, t: float, n: int, each: float) -> None:
+    def decided(self, m: Any, t: float, n: int, each: float) -> None:
         """``n`` decisions of the coded queue made in ``m``'s agent at ``t``."""
         a = self.of[m]
         self.free[a] = max(self.free.get(a, 0.0), t) + each * n
 
-    def take(self, m, t: float, driver: float) -> tuple:
+    def take(self, m: Any, t: float, driver: float) -> tuple[float, float, float]:
         """``(agent's time, the driver's time it has the result, the driver's clock)`` for
         ``m``'s result, back at ``t``: taken in by its agent, then in the agent's message sent
         last if that left at or after the result was in, else in a new one, sent once the

@@ -82,7 +82,9 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -133,7 +135,7 @@ class RuntimeCost:
     merge_s: float = 0.0
     """The driver's cost per machine result inside an agent's message (two levels)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in ("per_process", "host_cpus", "group"):
@@ -176,11 +178,11 @@ class RuntimeCost:
                + cancelled * self.host_cancel_s)
         return cpu / self.host_cpus
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> RuntimeCost:
+    def from_dict(cls, data: Mapping[str, Any]) -> RuntimeCost:
         """From a mapping with some of the fields (the others keep their defaults); an
         unknown key is an error naming the known ones."""
         known = {f.name for f in fields(cls)}
@@ -198,7 +200,7 @@ class RuntimeCost:
             data = json.load(fh)
         return cls.from_dict(data.get("cost", data) if isinstance(data, dict) else data)
 
-    def save(self, path: str, **extra) -> None:
+    def save(self, path: str, **extra: Any) -> None:
         """Write ``{"cost": fields, **extra}`` as JSON (what :meth:`load` reads)."""
         with open(path, "w") as fh:
             json.dump({"cost": self.to_dict(), **extra}, fh, indent=1)
@@ -226,14 +228,15 @@ def agents_of(has_work: np.ndarray, group: int) -> np.ndarray:
     return np.where(has, (np.cumsum(has) - 1) // max(1, group), -1)
 
 
-def agent_messages(finish: np.ndarray, agent: np.ndarray, cost: RuntimeCost) -> tuple:
+def agent_messages(finish: np.ndarray, agent: np.ndarray,
+                   cost: RuntimeCost) -> tuple[float, int]:
     """``(driver's time after the last message, messages)``: the results ``finish`` (per
     machine; ``inf``: none) of agents ``agent`` taken in by their agents, ``agent_take_s``
     each in arrival order, and sent on one message at a time (module docstring), which the
     driver takes in one after another for ``round_trip_s`` plus ``merge_s`` per result."""
     f = np.asarray(finish, dtype=np.float64)
     ag = np.asarray(agent)
-    ready: dict = {}
+    ready: dict[int, np.ndarray] = {}
     for a in np.unique(ag[np.isfinite(f) & (ag >= 0)]).tolist():
         ready[a] = taken_in(f[(ag == a) & np.isfinite(f)], cost.agent_take_s)
         ready[a].sort()
@@ -287,7 +290,7 @@ def driver_finish(finish: np.ndarray, end: float, cost: RuntimeCost) -> float:
 
 
 def two_level_finish(finish: np.ndarray, end: float, agent: np.ndarray,
-                     cost: RuntimeCost) -> tuple:
+                     cost: RuntimeCost) -> tuple[float, int]:
     """:func:`driver_finish` on two levels: ``(the step's end on the driver, messages)``, the
     results by ``end`` reaching it in its agents' messages (:func:`agent_messages`)."""
     f = np.asarray(finish, dtype=np.float64)

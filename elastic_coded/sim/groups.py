@@ -46,7 +46,7 @@ _RUNTIME_ONLY = {"allow_lower_S": "a Ray cluster's fallback when machines run sh
 
 
 def from_groups(run: Any, options: Any, flat: Mapping[str, Any],
-                defaults: Mapping[str, Any]) -> dict:
+                defaults: Mapping[str, Any]) -> dict[str, Any]:
     """``simulate``'s parameters with ``run`` and ``options`` applied (module docstring):
     ``flat`` holds the values given, ``defaults`` the parameters' defaults (a flat value other
     than its default is taken as given)."""
@@ -62,7 +62,8 @@ def _given(name: str, flat: Mapping[str, Any], defaults: Mapping[str, Any]) -> b
     return flat[name] is not defaults[name] and flat[name] != defaults[name]
 
 
-def _run_fields(run: RunOptions, flat, defaults) -> dict:
+def _run_fields(run: RunOptions, flat: Mapping[str, Any],
+                defaults: Mapping[str, Any]) -> dict[str, Any]:
     base = RunOptions()
     for f in fields(RunOptions):
         if f.name in _RUNTIME_ONLY and getattr(run, f.name) != getattr(base, f.name):
@@ -85,14 +86,15 @@ def _run_fields(run: RunOptions, flat, defaults) -> dict:
     return {n: getattr(run, n) for n in RUN_FIELDS}
 
 
-def _option_fields(options: Any, flat, defaults) -> dict:
+def _option_fields(options: Any, flat: Mapping[str, Any],
+                   defaults: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(options, Mapping):
         if _given("family_options", flat, defaults):
             raise ArgumentError("options: a mapping by family name is family_options=; give "
                                 "one of them")
         return {"family_options": dict(options)}
     values = options if isinstance(options, (tuple, list)) else (options,)
-    out: dict = {}
+    out: dict[str, Any] = {}
     for v in values:
         kind = OPTION_KINDS.get(type(v))
         if kind is None:
