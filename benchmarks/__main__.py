@@ -3,6 +3,7 @@
     python -m benchmarks run [--quick] [--out DIR] [--only planner,runtime,...]
     python -m benchmarks plot [--quick] [--out DIR]    # redraw the PNGs from the JSON results
     python -m benchmarks calibrate [--quick] [--out DIR]   # the simulator's runtime cost
+    python -m benchmarks docs [--check]   # the docs' results blocks from the results files
 
 Runs the benchmarks (each also runnable alone as ``python benchmarks/bench_<name>.py``), writes
 their ``*.json`` and ``*.md`` results, PNG plots (when matplotlib is installed), and
@@ -340,7 +341,9 @@ def summary(out: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["run", "summary", "plot", "calibrate"])
+    ap.add_argument("command", choices=["run", "summary", "plot", "calibrate", "docs"])
+    ap.add_argument("--check", action="store_true",
+                    help="docs: change nothing, fail if a doc's results block is stale")
     ap.add_argument("--quick", action="store_true", help="small sizes (under 3 minutes in all)")
     ap.add_argument("--out", default=None, help="results folder")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(NAMES)}")
@@ -355,6 +358,12 @@ def main(argv=None) -> int:
         return 2
     if a.command == "plot":
         return plot_all(out, names)
+    if a.command == "docs":  # benchmarks/docs_figures.py
+        import docs_figures
+        changed = docs_figures.update(ROOT, a.out or os.path.join(HERE, "results"), a.check)
+        for path in changed:
+            print(f"  {path}: {'stale' if a.check else 'updated'}")
+        return 1 if a.check and changed else 0
     if a.command == "calibrate":  # the simulator's RuntimeCost (benchmarks/calibrate.py)
         import calibrate
         calibrate.run(a.quick, a.out or os.path.join(HERE, "results"))
@@ -385,6 +394,9 @@ def main(argv=None) -> int:
         with open(readme, "w") as fh:
             fh.write(new)
         print("README results table updated")
+        import docs_figures
+        for path in docs_figures.update(ROOT, out):
+            print(f"  {path}: results blocks updated")
     return 0
 
 
