@@ -307,14 +307,20 @@ def summary(out: str) -> str:
                 f"{note}", f"< {r['goal_s']:.0f} s each",
                 not left and all(w <= r["goal_s"] for w in walls.values()), "sim_scale.json")
     for r in (_load(out, "two_level.json") or {}).get("sizes", []):
-        for label, run in r["runs"].items():
-            if run.get("met") is None:
+        pols = ("usctec-auto", "usctec-pull")
+        goal = "<= 1.3x / 2.0x" if r["N"] == 1000 else "<= 1.5x / 2.5x"
+        runs = [(label, run) for label, run in r["runs"].items() if run.get("met") is not None]
+        for level, group in (("one level", [x for x in runs if x[0] == "one level"]),
+                             ("two levels, every group size", [x for x in runs
+                                                               if x[0] != "one level"])):
+            if not group:
                 continue
-            ratio = " / ".join(f"{run['ratio'][p]:.2f}x" for p in ("usctec-auto", "usctec-pull"))
-            add(f"simulator at N={r['N']:,}, cost on {label} (a model): usctec-auto / "
-                f"usctec-pull step / pure compute", ratio,
-                "<= 1.3x / 2.0x" if r["N"] == 1000 else "<= 1.5x / 2.5x",
-                all(run["met"].values()), "two_level.json")
+            value = "; ".join((label.split(", ")[-1] + ": " if len(group) > 1 else "") +
+                              " / ".join(f"{run['ratio'][p]:.2f}x" for p in pols)
+                              for label, run in group)
+            add(f"simulator at N={r['N']:,}, cost on {level} (a model): usctec-auto / "
+                f"usctec-pull step / pure compute", value, goal,
+                all(all(run["met"].values()) for _, run in group), "two_level.json")
     sw = _load(out, "sweeps.json")
     if sw:
         last = sw["slowdown"][-1]
