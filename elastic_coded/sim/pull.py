@@ -283,7 +283,7 @@ class _Run:
             self.send(m, units, t)
 
         self.asking.fill(self.q, now, depth, room, send)
-        decided(now)  # (two levels: those that sent nothing, spread over the agents' idle time)
+        decided(now)  # (two levels: those that sent nothing are made by idle agents: not charged)
 
     def idle(self) -> bool:
         dead, depth = self.q.dead, self.depth
