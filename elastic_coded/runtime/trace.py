@@ -197,55 +197,61 @@ class Trace:
         return out
 
     def _calls(self, times: StepTimes, base: dict) -> list:
-        """The calls' spans, as JSON text made here (a step at scale has hundreds: a dict and
-        ``json.dumps`` each cost several times more)."""
-        spans: dict = {}
-        for r in times.calls:
-            spans.setdefault(r.machine, []).append(self._call_span(r, times))
+        """The calls' spans, as JSON text made here in one pass (a step at scale has hundreds:
+        a dict and ``json.dumps`` each cost several times more).  One machine computes one
+        call at a time, so its spans on its track are made to follow each other."""
         head = json.dumps(base, separators=(",", ":"))[:-1]  # '{"step":..,"mode":..'
-        out = []
-        for i, (m, lst) in enumerate(spans.items()):
-            if i % 32 == 31:  # let the driver take the GIL back at once when it needs it
-                time.sleep(0)
-            pid, tid = self._track(m, times.where)
-            track = f'"pid":{pid},"tid":{tid},"args":{head},'
-            if len(lst) > 1:
-                lst.sort(key=lambda x: x[1])
-            end = None
-            for name, a, b, args in lst:
-                a = a if end is None else max(a, end)  # one machine computes a call at a time
-                b = max(a, b)
-                out.append(f'{{"name":"{name}","cat":"call","ph":"X","ts":{a:.3f},'
-                           f'"dur":{b - a:.3f},{track}{args}}}}}')
-                end = b
+        spans = [self._call_span(r, times) for r in times.calls]
+        if len({s[0] for s in spans}) < len(spans):  # a machine with several calls: in order
+            order: dict = {}
+            for s in spans:
+                order.setdefault(s[0], len(order))
+            spans.sort(key=lambda s: (order[s[0]], s[1]))
+        tids, out = self._tids, []
+        prev, end = None, 0.0
+        for m, a, b, name, args in spans:
+            if m == prev and a < end:
+                a = end
+            b = max(a, b)
+            prev, end = m, b
+            pid, tid = tids.get(m) or self._track(m, times.where)
+            out.append(f'{{"name":"{name}","cat":"call","ph":"X","ts":{a:.3f},"dur":{b - a:.3f},'
+                       f'"pid":{pid},"tid":{tid},"args":{head},{args}}}}}')
         return out
 
     def _call_span(self, r, times: StepTimes) -> tuple:
-        """``(name, start µs, end µs, args)`` of one call on its machine's track, ``args``
-        the JSON of its own arguments (without the braces)."""
-        args = (f'"kind":"{r.kind}","outcome":"{r.outcome}",{self._tasks_text(r.call.tasks)}')
-        if r.out is None:  # failed or cancelled: from when it was sent to when it was seen
-            return r.outcome, self._us(r.sent), self._us(r.ended), args
-        o = r.out
-        off = times.offsets.get(times.where.get(r.machine, (None,))[0], 0.0)
-        end = (o.finished - off - self._wall0) * 1e6 if o.finished else self._us(r.ended)
-        end = min(end, self._us(r.ended))  # never after the driver saw it
-        start = max(end - o.elapsed_s * 1e6, self._us(r.sent))
-        paced = "null" if o.paced_s is None else f"{o.paced_s:.6g}"
-        args += (f',"products":{int(o.products)},"elapsed_s":{o.elapsed_s:.6g},'
-                 f'"paced_s":{paced},"compute_s":{o.compute_s:.6g}')
-        return ("compute" if r.outcome == "used" else r.outcome), start, end, args
+        """``(machine, start µs, end µs, name, args)`` of one call on its machine's track,
+        ``args`` the JSON of its own arguments (without the braces).  A worker's finishing
+        time is moved onto the driver's clock by its process's offset."""
+        seen, sent = (r.ended - self._perf0) * 1e6, (r.sent - self._perf0) * 1e6
+        o, m = r.out, r.machine
+        if o is None:  # failed or cancelled: from when it was sent to when it was seen
+            return (m, sent, seen, r.outcome,
+                    f'"kind":"{r.kind}","outcome":"{r.outcome}",{self._tasks_text(r.call.tasks)}')
+        end = seen
+        if o.finished:  # never after the driver saw it
+            off = times.offsets.get(times.where.get(m, (None,))[0], 0.0)
+            end = min(end, (o.finished - off - self._wall0) * 1e6)
+        paced = "null" if o.paced_s is None else format(o.paced_s, ".6g")
+        return (m, max(sent, end - o.elapsed_s * 1e6), end,
+                "compute" if r.outcome == "used" else r.outcome,
+                f'"kind":"{r.kind}","outcome":"{r.outcome}",{self._tasks_text(r.call.tasks)},'
+                f'"products":{o.products},"elapsed_s":{o.elapsed_s:.6g},"paced_s":{paced},'
+                f'"compute_s":{o.compute_s:.6g}')
 
     def _tasks_text(self, tasks: tuple) -> str:
         """The JSON of a call's pieces, rows and task count, kept per tasks tuple: a plan kept
-        from step to step sends the same tuples again, so most steps format none."""
+        from step to step sends the same tuples again, so those steps format none."""
         hit = self._texts.get(id(tasks))
         if hit is not None and hit[0] is tasks:
             return hit[1]
-        pieces = sorted({t.piece for t in tasks}) if len(tasks) > 1 else \
-            [t.piece for t in tasks]
-        rows = ",".join(f"[{t.rows[0]},{t.rows[1]}]" for t in tasks[:8])
-        text = f'"pieces":[{",".join(map(str, pieces))}],"rows":[{rows}],"tasks":{len(tasks)}'
+        if len(tasks) == 1:
+            t = tasks[0]
+            text = f'"pieces":[{t.piece}],"rows":[[{t.rows[0]},{t.rows[1]}]],"tasks":1'
+        else:
+            pieces = ",".join(map(str, sorted({t.piece for t in tasks})))
+            rows = ",".join(f"[{t.rows[0]},{t.rows[1]}]" for t in tasks[:8])
+            text = f'"pieces":[{pieces}],"rows":[{rows}],"tasks":{len(tasks)}'
         if len(self._texts) >= 4096:  # plans changed many times: start again
             self._texts.clear()
         self._texts[id(tasks)] = (tasks, text)  # the tuple is kept, so its id is not reused
