@@ -134,9 +134,9 @@ def _run(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from .schemes.policies import family_of
+    from .schemes.policies import family_spec
 
-    code = (f"L={cfg.L}, S={cfg.S}" if family_of(cfg.policy) == "usctec" else
+    code = (f"L={cfg.L}, S={cfg.S}" if family_spec(cfg.policy).coded_LS else
             ", ".join(f"{k}={v}" for k, v in vars(cfg.options).items() if v is not None))
     print(f"elastic-coded: {cfg.job}, {cfg.steps} steps, policy {cfg.policy} ({code}), "
           f"field {cfg.field}", file=sys.stderr)

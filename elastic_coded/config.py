@@ -53,7 +53,7 @@ from .options import (
     VerifyOptions,
     group_of,
 )
-from .schemes.policies import family_of, parse_options, policy_names
+from .schemes.policies import family_spec, parse_options, policy_names
 
 __all__ = ["RunConfig", "load_config", "parse_config", "ConfigError"]
 
@@ -174,7 +174,7 @@ def parse_config(doc: Mapping, base_dir: str = ".") -> RunConfig:
     options, masters = _policy_options(doc, policy, job)
     L = _int(doc, "L", 4, 1)
     S = _int(doc, "S", 2, 0)
-    machines = _machines(doc.get("machines", 8), L + S if family_of(policy) == "usctec" else 1)
+    machines = _machines(doc.get("machines", 8), L + S if family_spec(policy).coded_LS else 1)
     churn = doc.get("churn")
     try:
         if isinstance(churn, str):
@@ -294,12 +294,14 @@ def _policy_options(doc: Mapping, policy: str, job: str):
         options = parse_options(policy, dict(opts))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config key 'options': {exc}") from None
-    if family_of(policy) != "usctec" and job != "matmul":
-        raise _err("job", job, f"must be 'matmul' for policy {policy!r}")
+    spec = family_spec(policy)
+    if not spec.runs_job(job):
+        raise _err("job", job, f"must be one of {list(spec.jobs or ())} for policy {policy!r}")
     masters = doc.get("masters")
-    if family_of(policy) != "hetero":
+    if not spec.masters:
         if masters is not None:
-            raise _err("masters", masters, "is only for policy 'hetero'")
+            raise _err("masters", masters, f"is only for a family with one matrix per master "
+                                           f"(policy {policy!r} is of family {spec.name!r})")
         return options, ()
     if not isinstance(masters, list) or not masters:
         raise _err("masters", masters, "must be a non-empty list of {rows, cols}, one per master")

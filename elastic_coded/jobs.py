@@ -22,7 +22,7 @@ from .algebra.fields import relative_error
 from .checkpoint import EVERY, Checkpoint, config_key
 from .config import RunConfig
 from .errors import ArgumentError
-from .schemes.policies import family_of
+from .schemes.policies import family_spec
 
 __all__ = ["JobResult", "JobInterrupted", "run_job", "make_problem", "Progress"]
 
@@ -73,7 +73,7 @@ def make_problem(cfg: RunConfig) -> dict:
             return {"A": cfg.path, "A_local": sp.load_npz(cfg.path), "rng": rng, "F": F}
         A = np.load(cfg.path, mmap_mode="r")
         return {"A": cfg.path, "A_local": A, "rng": rng, "F": F}
-    if family_of(cfg.policy) == "hetero":
+    if family_spec(cfg.policy).masters:
         As = [F.random(shape, rng) for shape in cfg.masters]
         return {"A": As, "A_local": As, "rng": rng, "F": F}
     if cfg.job == "matmul":
@@ -183,7 +183,7 @@ def cluster_kwargs(cfg: RunConfig, F) -> dict:
     """The :class:`~elastic_coded.runtime.ElasticCluster` arguments of a configuration."""
     kw = dict(machines=cfg.machines, field=F, churn=cfg.churn, options=cfg.options,
               run=cfg.run, verify=cfg.verify, ray=cfg.ray, report=cfg.report)
-    if cfg.L is not None and cfg.S is not None and family_of(cfg.policy) == "usctec":
+    if cfg.L is not None and cfg.S is not None and family_spec(cfg.policy).coded_LS:
         kw.update(L=cfg.L, S=cfg.S)
     return kw
 
@@ -272,7 +272,7 @@ def run_job(cfg: RunConfig, on_step: Callable | None = None, cluster=None,
 def _checkpoint(cfg: RunConfig, folder, every: int) -> Checkpoint | None:
     if folder is None:
         return None
-    if cfg.job == "matmul" or family_of(cfg.policy) == "hetero":
+    if cfg.job == "matmul" or family_spec(cfg.policy).masters:
         raise ArgumentError(f"checkpoint: job {cfg.job!r} (policy {cfg.policy!r}) keeps no "
                             f"iterate to resume from; checkpoints are for iterative jobs")
     return Checkpoint(folder, config_key(cfg), every)
@@ -305,7 +305,7 @@ def _steps(cfg: RunConfig, prob: dict, cluster, res: JobResult, on_step) -> np.n
     """The job's steps on ``cluster``, each checked into ``res``; returns the final vector
     (power iteration, regression)."""
     F, rng = prob["F"], prob["rng"]
-    hetero = family_of(cfg.policy) == "hetero"
+    hetero = family_spec(cfg.policy).masters
     A_local = prob["A_local"]
     if not hetero and not sp.issparse(A_local):
         A_local = np.asarray(A_local)

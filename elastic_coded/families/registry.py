@@ -47,8 +47,13 @@ class Family:
     :attr:`~elastic_coded.schemes.registry.Policy.execution` values its policies may run
     (default: the family's name).  ``plans``: its policies carry a plan function (else the
     storage is the plan).  ``sim``: its :class:`SimModel` (``None``: the simulator does not
-    run it by name).  Every field but ``name``, ``executions`` and ``plans`` may be a
-    ``"module:attribute"`` string."""
+    run it by name).  ``coded_LS``: the family is coded with ``L`` and ``S`` (any ``L`` of
+    ``L + S`` results decode), so a configuration's ``L`` and ``S`` are its and it needs
+    ``L + S`` machines.  ``masters``: a step multiplies one matrix per master, so the family
+    has no single ``A``: no linear operator, no iterate (no power iteration, no checkpoint).
+    ``jobs``: the configuration jobs (:data:`elastic_coded.config.JOBS`) it runs; ``None``:
+    every one.  Every field but ``name``, ``executions``, ``plans``, ``coded_LS``, ``masters``
+    and ``jobs`` may be a ``"module:attribute"`` string."""
 
     name: str
     storage: Any
@@ -57,6 +62,13 @@ class Family:
     executions: tuple = ()
     plans: bool = False
     sim: Any = None
+    coded_LS: bool = False
+    masters: bool = False
+    jobs: tuple | None = ("matmul",)
+
+    def runs_job(self, job: str) -> bool:
+        """The family runs the configuration job ``job``."""
+        return self.jobs is None or job in self.jobs
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

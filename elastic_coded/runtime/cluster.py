@@ -19,6 +19,7 @@ import ray
 from ..algebra.fields import field as make_field
 from ..algebra.scaling import max_exponent
 from ..errors import ArgumentError, StepFailed
+from ..families import family_of as _family
 from ..machines import MachineSpec
 from ..options import split_flat
 from ..schemes.policies import family_of, parse_options
@@ -257,9 +258,9 @@ class ElasticCluster:
         """``A`` as a ``scipy.sparse.linalg.LinearOperator`` whose products are this cluster's
         steps (``rmatvec``/``rmatmat`` with ``transpose=True``), for ``eigsh``, ``svds``,
         ``lsqr``, ``cg``, ``gmres``... (:class:`~.operator.ClusterOperator`)."""
-        if self.family == "hetero":
-            raise ArgumentError("as_linear_operator: policy 'hetero' holds one matrix per master, "
-                                "not one operator; use multiply")
+        if _family(self.family).masters:
+            raise ArgumentError(f"as_linear_operator: policy {self.policy!r} holds one matrix per "
+                                f"master, not one operator; use multiply")
         return ClusterOperator(self)
 
     # -- lifecycle --------------------------------------------------------------------------------

@@ -39,6 +39,25 @@ def test_every_built_in_family_is_one_value():
     assert family_of("hetero").sim_model().variant(None, (4, 4)).masters == (4, 4)
 
 
+def test_what_a_family_can_do_is_asked_of_it_not_of_its_name():
+    """The config, the jobs, the CLI and the cluster ask a family's capabilities (coded with
+    L and S, one matrix per master, the jobs it runs) rather than compare family names."""
+    from elastic_coded.config import JOBS
+    from elastic_coded.schemes.policies import family_spec
+
+    usctec, unified, hetero = (family_of(n) for n in ("usctec", "unified", "hetero"))
+    assert usctec.coded_LS and not unified.coded_LS and not hetero.coded_LS
+    assert hetero.masters and not usctec.masters and not unified.masters
+    assert all(usctec.runs_job(j) for j in JOBS)
+    assert [j for j in JOBS if unified.runs_job(j)] == ["matmul"]
+    assert [j for j in JOBS if hetero.runs_job(j)] == ["matmul"]
+    for policy in ("usctec-auto", "dynamic", "cyclic"):
+        assert family_spec(policy) is usctec
+    assert family_spec("hetero") is hetero
+    toy = Family("toy-caps", storage=None, runtime=None, coded_LS=True, jobs=None)
+    assert toy.runs_job("pagerank") and toy.coded_LS and not toy.masters
+
+
 def test_an_unknown_family_names_the_argument_the_value_and_the_known_ones():
     with pytest.raises(ArgumentError, match=r"family: unknown family 'nope'; known: hetero"):
         family_of("nope")

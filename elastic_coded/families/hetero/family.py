@@ -11,4 +11,5 @@ HETERO = Family(
     runtime="elastic_coded.runtime.family_setup:HETERO_SETUP",
     options="elastic_coded.schemes.policies.hetero:HeteroOptions",
     sim="elastic_coded.sim.hetero:SIM_MODEL",
+    masters=True,
 )

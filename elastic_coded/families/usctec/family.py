@@ -12,4 +12,6 @@ USCTEC = Family(
     options="elastic_coded.schemes.policies.pull:PullOptions",
     executions=("whole", "pull"),
     plans=True,
+    coded_LS=True,
+    jobs=None,
 )

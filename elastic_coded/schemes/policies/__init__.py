@@ -20,13 +20,19 @@ from .hetero import HeteroOptions
 from .pull import PullOptions
 from .unified import UnifiedOptions
 
-__all__ = ["policy_names", "family_of", "parse_options", "HeteroOptions",
+__all__ = ["policy_names", "family_of", "family_spec", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]
 
 def family_of(policy) -> str:
     """The storage family of ``policy`` (:func:`~elastic_coded.schemes.registry.policy_of`; an
     unknown name gets the known ones)."""
     return policy_of(policy).family
+
+
+def family_spec(policy):
+    """The :class:`~elastic_coded.families.Family` of ``policy``: what its scheme can do
+    (``coded_LS``, ``masters``...), asked instead of comparing family names."""
+    return _family(family_of(policy))
 
 
 def policy_names() -> tuple:
