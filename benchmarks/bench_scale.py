@@ -40,6 +40,7 @@ import asyncio
 import os
 import platform
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -225,29 +226,24 @@ def traced(c, A: np.ndarray, Bs: list, warm: int) -> dict:
     """The default policy's steps again with the trace on (written to a temporary file): its
     median step, and the trace's own cost per measured step (building and writing its events;
     the warm-up steps, which also name every track, are left out as the untraced steps' are)."""
-    import tempfile
-
     times = []
-    with tempfile.TemporaryDirectory() as tmp:
-        with c.trace(os.path.join(tmp, "scale.trace.json")) as t:
-            trace = t._tracer.trace
-            for i, B in enumerate(Bs):
-                if i == warm:  # the warm-up steps' tracks and names are not a step's cost
-                    trace.flush()
-                    at = (trace.cost_s, trace.handed_s, trace.events, trace.steps)
-                t0 = time.perf_counter()
-                Y = c.multiply(B)
-                dt = time.perf_counter() - t0
-                if not np.allclose(Y, A @ B, rtol=1e-9, atol=1e-9 * np.abs(A @ B).max()):
-                    raise AssertionError("traced: wrong product")
-                if i >= warm:
-                    times.append(dt)
-            trace.flush()
-            cost, handed = trace.cost_s - at[0], trace.handed_s - at[1]
-            events, steps = trace.events - at[2], trace.steps - at[3]
-    return {"median_s": float(np.median(times)), "cost_ms_per_step": 1000 * cost / steps,
+    with tempfile.TemporaryDirectory() as tmp, c.trace(os.path.join(tmp, "s.json")) as t:
+        trace = t._tracer.trace
+        for i, B in enumerate(Bs):
+            if i == warm:  # the warm-up steps' tracks and names are not a step's cost
+                trace.flush()
+                at = (trace.cost_s, trace.handed_s, trace.events, trace.steps)
+            t0 = time.perf_counter()
+            Y = c.multiply(B)
+            times.append(time.perf_counter() - t0)
+            if not np.allclose(Y, A @ B, rtol=1e-9, atol=1e-9 * np.abs(A @ B).max()):
+                raise AssertionError("traced: wrong product")
+        trace.flush()
+        cost, handed, events, steps = (trace.cost_s - at[0], trace.handed_s - at[1],
+                                       trace.events - at[2], trace.steps - at[3])
+    return {"median_s": float(np.median(times[warm:])), "cost_ms_per_step": 1000 * cost / steps,
             "handed_ms_per_step": 1000 * handed / steps,
-            "events_per_step": events / steps, "steps": len(times)}
+            "events_per_step": events / steps, "steps": len(times) - warm}
 
 
 # -- the pure planner ----------------------------------------------------------------------------
