@@ -83,7 +83,7 @@ class Trace:
             raise ArgumentError(f"trace: {path!r} is not a file path (give a str or a Path)")
         self.path = Path(path)
         try:
-            self._f = open(self.path, "w")  # closed by close()
+            self._f = open(self.path, "w", buffering=1 << 20)  # closed by close()
         except OSError as exc:
             raise ArgumentError(f"trace: cannot write {str(path)!r}: {exc}") from None
         self._f.write("[")
