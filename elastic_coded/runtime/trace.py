@@ -91,6 +91,7 @@ class Trace:
         self._perf0, self._wall0 = time.perf_counter(), time.time()
         self._pids: dict = {}    # process key -> trace pid
         self._tids: dict = {}    # machine -> (pid, tid)
+        self._where: dict = {}   # machine -> its track's JSON text, see _calls
         self._texts: dict = {}   # id(tasks) -> (tasks, its JSON text), see _tasks_text
         self.steps = 0
         self.events = 0
@@ -207,22 +208,29 @@ class Trace:
             for s in spans:
                 order.setdefault(s[0], len(order))
             spans.sort(key=lambda s: (order[s[0]], s[1]))
-        tids, out = self._tids, []
+        where, out = self._where, []
         prev, end = None, 0.0
         for m, a, b, name, args in spans:
             if m == prev and a < end:
                 a = end
             b = max(a, b)
             prev, end = m, b
-            pid, tid = tids.get(m) or self._track(m, times.where)
+            track = where.get(m) or self._where_of(m, times.where)
             out.append(f'{{"name":"{name}","cat":"call","ph":"X","ts":{a:.3f},"dur":{b - a:.3f},'
-                       f'"pid":{pid},"tid":{tid},"args":{head},{args}}}}}')
+                       f'{track}{head},{args}}}}}')
         return out
+
+    def _where_of(self, machine, where: dict) -> str:
+        """``"pid":..,"tid":..,"args":`` of ``machine``'s track, its JSON kept."""
+        pid, tid = self._track(machine, where)
+        self._where[machine] = text = f'"pid":{pid},"tid":{tid},"args":'
+        return text
 
     def _call_span(self, r, times: StepTimes) -> tuple:
         """``(machine, start µs, end µs, name, args)`` of one call on its machine's track,
-        ``args`` the JSON of its own arguments (without the braces).  A worker's finishing
-        time is moved onto the driver's clock by its process's offset."""
+        ``args`` the JSON of its own arguments (without the braces; its elapsed time is the
+        span's, unless the span starts when the call was sent).  A worker's finishing time is
+        moved onto the driver's clock by its process's offset."""
         seen, sent = (r.ended - self._perf0) * 1e6, (r.sent - self._perf0) * 1e6
         o, m = r.out, r.machine
         if o is None:  # failed or cancelled: from when it was sent to when it was seen
@@ -236,8 +244,7 @@ class Trace:
         return (m, max(sent, end - o.elapsed_s * 1e6), end,
                 "compute" if r.outcome == "used" else r.outcome,
                 f'"kind":"{r.kind}","outcome":"{r.outcome}",{self._tasks_text(r.call.tasks)},'
-                f'"products":{o.products},"elapsed_s":{o.elapsed_s:.6g},"paced_s":{paced},'
-                f'"compute_s":{o.compute_s:.6g}')
+                f'"products":{o.products},"paced_s":{paced},"compute_s":{o.compute_s:.6g}')
 
     def _tasks_text(self, tasks: tuple) -> str:
         """The JSON of a call's pieces, rows and task count, kept per tasks tuple: a plan kept
