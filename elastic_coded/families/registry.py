@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ArgumentError, ArgumentTypeError
 
@@ -32,8 +32,8 @@ class SimModel:
     was given for it; ``runner(variant, trace, configured, env)`` makes the object whose
     ``step(ctx, record)`` simulates one step (:mod:`elastic_coded.sim.runner`)."""
 
-    variant: Callable
-    runner: Callable
+    variant: Callable[..., Any]
+    runner: Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -59,23 +59,23 @@ class Family:
     storage: Any
     runtime: Any
     options: Any = None
-    executions: tuple = ()
+    executions: tuple[str, ...] = ()
     plans: bool = False
     sim: Any = None
     coded_LS: bool = False
     masters: bool = False
-    jobs: tuple | None = ("matmul",)
+    jobs: tuple[str, ...] | None = ("matmul",)
 
     def runs_job(self, job: str) -> bool:
         """The family runs the configuration job ``job``."""
         return self.jobs is None or job in self.jobs
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a family's name is a non-empty string, got {self.name!r}")
         object.__setattr__(self, "executions", tuple(self.executions) or (self.name,))
 
-    def make_storage(self, setup) -> Any:
+    def make_storage(self, setup: Any) -> Any:
         """The family's storage made with ``setup``."""
         return resolve(self.storage)(setup)
 
@@ -87,7 +87,7 @@ class Family:
         if self.sim is None:
             raise ArgumentError(f"family: {self.name!r} has no simulator model; the simulator "
                                 f"runs {[n for n in family_names() if family_of(n).sim]} by name")
-        return resolve(self.sim)
+        return cast(SimModel, resolve(self.sim))
 
     def runtime_setup(self) -> Any:
         """The driver-side setup (imports the runtime, and so Ray): ``runtime`` itself, the
@@ -97,7 +97,7 @@ class Family:
 
 
 _REGISTRY: dict[str, Family] = {}
-_BUILT_IN: set = set()
+_BUILT_IN: set[str] = set()
 """The families this package registers itself (:func:`unregister_family` keeps them)."""
 
 
@@ -120,7 +120,7 @@ def unregister_family(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def family_of(name) -> Family:
+def family_of(name: Any) -> Family:
     """The registered family ``name``; an unknown one gets an error listing the known ones."""
     try:
         return _REGISTRY[name]
@@ -134,6 +134,6 @@ def built_in(name: str) -> bool:
     return name in _BUILT_IN
 
 
-def family_names() -> tuple:
+def family_names() -> tuple[str, ...]:
     """Every registered family's name, sorted."""
     return tuple(sorted(_REGISTRY))

@@ -9,6 +9,7 @@ from dataclasses import field as dc_field
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from ...algebra.fields import Field
 from ...algebra.fields import field as _make_field
@@ -52,8 +53,8 @@ class RunResult:
     received: tuple[int, ...]
 
 
-def run_in_process(A, X, K: int, mu: MuLike, q: int, field: Field | str = "real",
-                   fastest: Iterable[int] | None = None) -> RunResult:
+def run_in_process(A: npt.ArrayLike, X: npt.ArrayLike, K: int, mu: MuLike, q: int,
+                   field: Field | str = "real", fastest: Iterable[int] | None = None) -> RunResult:
     """Run storage, Map, Shuffle and Reduce in-process (the reference semantics, MATH.md §2).
 
     ``A`` is ``m x n``, ``X`` is ``n x N`` (one input per column); ``fastest`` is the set ``Q``

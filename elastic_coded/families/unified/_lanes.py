@@ -26,11 +26,12 @@ of many ``d x d`` random systems); the choice removes the tail.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ...algebra.lagrange import solve_condition
 from ...errors import ArgumentError
@@ -65,14 +66,14 @@ def _spread_pairs(nb: int) -> np.ndarray:
     return H
 
 
-def _candidates(nb: int, d: int, seeds: int):
+def _candidates(nb: int, d: int, seeds: int) -> Iterator[tuple[int, np.ndarray]]:
     for seed in range(seeds):
         yield seed, np.concatenate([np.eye(d), _haar_parity(nb, d, seed)])
     if d == 2 and nb > 2:
         yield -1, _spread_pairs(nb)
 
 
-def _best_code(nb: int, d: int, sets: Sequence[tuple]) -> tuple[int, np.ndarray]:
+def _best_code(nb: int, d: int, sets: Sequence[tuple[int, ...]]) -> tuple[int, np.ndarray]:
     """The candidate (Haar seeds ``0 .. SEARCH_SEEDS - 1``; for ``d = 2`` also
     :func:`_spread_pairs`) with the lowest worst Skeel condition over ``sets`` (``d`` batches
     each): the decode sets of a design whose Shuffle has no choice to make."""
@@ -89,7 +90,7 @@ def _best_code(nb: int, d: int, sets: Sequence[tuple]) -> tuple[int, np.ndarray]
                 break
         if best is None or worst < best[0]:
             best = (worst, seed, H)
-    found = cast(tuple, best)   # there is always a candidate
+    found = cast(tuple[float, int, np.ndarray], best)   # there is always a candidate
     return found[1], found[2]
 
 
@@ -102,16 +103,16 @@ class LaneCode:
     nb: int
     beta: int
     m: int
-    codes: dict
-    seeds: dict
+    codes: dict[int, np.ndarray]
+    seeds: dict[int, int]
 
     def data_of(self, c: int) -> int:
         """``d_c``: the data rows of lane ``c``."""
         return -(-(self.m - c) // self.beta)
 
-    def classes(self) -> dict:
+    def classes(self) -> dict[int, np.ndarray]:
         """``{d: lanes with d data rows}`` (at most two classes)."""
-        out: dict = {}
+        out: dict[int, list[int]] = {}
         for c in range(self.beta):
             out.setdefault(self.data_of(c), []).append(c)
         return {d: np.asarray(cs, dtype=np.int64) for d, cs in out.items()}
@@ -126,7 +127,8 @@ class LaneCode:
             G[rows[:, None, :], cols[None, :, :]] = self.codes[d][:, :, None]
         return G
 
-    def groups(self, rows: Sequence[int]) -> dict:
+    def groups(self, rows: Sequence[int]
+               ) -> dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]]:
         """``{(d, batches): (lanes, positions)}``: the lanes whose rows among ``rows`` lie in the
         same batches (in the order given), and where each lane's rows sit in ``rows``
         (``positions[t, j]``: lane ``lanes[t]``'s ``j``-th row).  Raises ``ValueError`` unless
@@ -141,7 +143,7 @@ class LaneCode:
         order = np.argsort(lane, kind="stable")
         counts = np.bincount(lane, minlength=self.beta)
         starts = np.concatenate([[0], np.cumsum(counts)])
-        out: dict = {}
+        out: dict[tuple[int, tuple[int, ...]], tuple[list[int], list[np.ndarray]]] = {}
         for c in range(self.beta):
             d = self.data_of(c)
             if counts[c] != d:
@@ -155,7 +157,7 @@ class LaneCode:
             positions.append(pos)
         return {k: (np.asarray(v[0]), np.stack(v[1])) for k, v in out.items()}
 
-    def solve(self, rows: Sequence[int], values) -> np.ndarray:
+    def solve(self, rows: Sequence[int], values: npt.ArrayLike) -> np.ndarray:
         """``y`` with ``G[rows] y = values`` (``values``: ``m`` or ``m x n``), lane by lane."""
         V = np.asarray(values, dtype=np.float64)
         flat = V.ndim == 1
@@ -175,7 +177,8 @@ class LaneCode:
                             for d, batches in self.groups(rows)])
 
 
-def lane_code(nb: int, beta: int, m: int, sets: Sequence[tuple] | None = None) -> LaneCode:
+def lane_code(nb: int, beta: int, m: int, sets: Sequence[tuple[int, ...]] | None = None
+              ) -> LaneCode:
     """The real storage code for ``nb`` batches of ``beta`` rows and ``m`` data rows: ``H_d``
     from Haar seed 0, or, given the decode ``sets`` (batch tuples, fixed when the Shuffle has
     no choice), the candidate best over them (:func:`_best_code`, a seeded sample of at most
@@ -196,7 +199,8 @@ def lane_code(nb: int, beta: int, m: int, sets: Sequence[tuple] | None = None) -
     return LaneCode(nb=nb, beta=beta, m=m, codes=codes, seeds=seeds)
 
 
-def select(H: np.ndarray, fixed: Sequence[int], cands: Sequence[int], count: int) -> list:
+def select(H: np.ndarray, fixed: Sequence[int], cands: Sequence[int], count: int
+           ) -> list[int]:
     """``count`` of the candidate rows ``cands`` of ``H`` (``nb x d``) that, with the ``fixed``
     rows (``len(fixed) + count = d``), give a well-conditioned ``d x d`` decode.  Pivoted QR on
     the candidates projected on the complement of the fixed rows' span (largest volume first),
@@ -228,7 +232,7 @@ def _skeel(Minv: np.ndarray, g: np.ndarray) -> float:
     return float(np.max(np.abs(Minv) @ g))
 
 
-def _swaps(H: np.ndarray, fixed: list, cands: list, chosen: list) -> list:
+def _swaps(H: np.ndarray, fixed: list[int], cands: list[int], chosen: list[int]) -> list[int]:
     """Improve ``chosen`` (indices into ``cands``) by single swaps (see :func:`select`)."""
     d, nf = H.shape[1], len(fixed)
     out = [i for i in range(len(cands)) if i not in set(chosen)]
@@ -268,19 +272,19 @@ def _swaps(H: np.ndarray, fixed: list, cands: list, chosen: list) -> list:
 
 
 def complete(code: LaneCode, available: Iterable[int], keep: Iterable[int] | None = None
-             ) -> list | None:
+             ) -> list[int] | None:
     """``m`` lane-balanced rows among ``available`` that decode, or ``None`` when some lane has
     fewer than ``d_c`` rows available: in each lane the rows of ``keep`` (default: the data
     rows available), then rows :func:`select` picks.  Sorted with the data rows first."""
     beta = code.beta
-    by_lane: dict = {}
+    by_lane: dict[int, list[int]] = {}
     for row in sorted(set(int(x) for x in available)):
         by_lane.setdefault(row % beta, []).append(row // beta)
-    kept: dict = {}
+    kept: dict[int, set[int]] = {}
     for row in (() if keep is None else keep):
         kept.setdefault(int(row) % beta, set()).add(int(row) // beta)
-    picked: list = []
-    memo: dict = {}
+    picked: list[int] = []
+    memo: dict[tuple[int, tuple[int, ...], tuple[int, ...]], list[int]] = {}
     for c in range(beta):
         d, have = code.data_of(c), tuple(by_lane.get(c, ()))
         fixed = tuple(b for b in have if (b < d if keep is None else b in kept.get(c, ())))

@@ -24,7 +24,7 @@ _SNAP_TOL = Fraction(1, 2000)  # a float within 5e-4 of p/d (d <= K) means p/d
 # validation helpers
 # ------------------------------------------------------------------------------------------------
 
-def _check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
+def _check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentTypeError(f"{name}: must be an int, got {type(value).__name__} {value!r}")
     v = int(value)
@@ -74,7 +74,7 @@ def as_mu(mu: MuLike, K: int) -> Fraction:
     return f
 
 
-def _check_q(q, K: int, mu: Fraction) -> int:
+def _check_q(q: object, K: int, mu: Fraction) -> int:
     q_min = math.ceil(1 / mu)
     if isinstance(q, bool) or not isinstance(q, (int, np.integer)):
         raise ArgumentTypeError(f"q: must be an int, got {type(q).__name__} {q!r}")
@@ -86,7 +86,8 @@ def _check_q(q, K: int, mu: Fraction) -> int:
     return q
 
 
-def _check_params(K, mu, N, q) -> tuple[int, Fraction, int, int]:
+def _check_params(K: object, mu: MuLike, N: object, q: object
+                  ) -> tuple[int, Fraction, int, int]:
     K = _check_int("K", K, low=1)
     mu_f = as_mu(mu, K)
     N = _check_int("N", N, low=1)

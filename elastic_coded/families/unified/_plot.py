@@ -3,7 +3,9 @@ optional ``matplotlib``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from ...errors import ArgumentTypeError, MissingDependency
 from ._theory import Tradeoff
@@ -13,10 +15,11 @@ _LABEL_OFFSETS = ((5, 4), (5, -11), (-10, 8), (-10, -15), (-26, 4), (-26, -11), 
                   (-26, 14))
 
 
-def plot_tradeoff(tradeoff: Tradeoff, path, *,
+def plot_tradeoff(tradeoff: Tradeoff, path: str | os.PathLike[str], *,
                   measured: Mapping[int, tuple[float, float]]
                   | Iterable[tuple[float, float]] | None = None,
-                  title: str | None = None, caption: str | None = None):
+                  title: str | None = None, caption: str | None = None
+                  ) -> str | os.PathLike[str]:
     """Draw the tradeoff to an image file (format from the extension, e.g. ``.png``): the
     achieved points ``(D(q), L(q))`` labelled by ``q`` (each label where it overlaps no other
     label or marker; crowded points go unlabelled), their lower convex envelope (memory
@@ -62,11 +65,14 @@ def plot_tradeoff(tradeoff: Tradeoff, path, *,
     return path
 
 
-def _plot_measured(ax, measured, theory: dict) -> None:
+def _plot_measured(ax: Any, measured: Mapping[int, tuple[float, float]]
+                   | Iterable[tuple[float, float]],
+                   theory: dict[int, tuple[float, float]]) -> None:
     """Measured ``(latency, load)`` points; those given per ``q`` joined to their theory
     point by a thin line."""
     by_q = dict(measured) if isinstance(measured, Mapping) else None
-    mp = [(float(d), float(l)) for d, l in (by_q.values() if by_q is not None else measured)]
+    mp = [(float(d), float(l)) for d, l in (
+        by_q.values() if by_q is not None else cast(Iterable[tuple[float, float]], measured))]
     if not mp:
         return
     ax.plot([d for d, _ in mp], [l for _, l in mp], "x", color="tab:red", markersize=9,
@@ -77,12 +83,12 @@ def _plot_measured(ax, measured, theory: dict) -> None:
                     linewidth=1)
 
 
-def _label_points(fig, ax, points) -> None:
+def _label_points(fig: Any, ax: Any, points: Sequence[tuple[int, float, float]]) -> None:
     """``q=`` beside each point, at the first offset whose text overlaps no marker, no label
     placed so far and stays inside the axes; a point with no such offset stays unlabelled."""
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
-    taken = []
+    taken: list[Any] = []
     for _, x, y in points:  # the markers themselves (about 6 px across)
         cx, cy = ax.transData.transform((x, y))
         taken.append(_box(cx - 4, cy - 4, cx + 4, cy + 4))
@@ -99,7 +105,7 @@ def _label_points(fig, ax, points) -> None:
             text.remove()
 
 
-def _box(x0, y0, x1, y1):
+def _box(x0: float, y0: float, x1: float, y1: float) -> Any:
     from matplotlib.transforms import Bbox
 
     return Bbox([[x0, y0], [x1, y1]])

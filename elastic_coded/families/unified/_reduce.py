@@ -3,16 +3,18 @@ decodes its outputs from ``m`` distinct coded values."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ArgumentError
 from ._shuffle import ShufflePlan
 from ._storage import StorageDesign
 
 
-def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.ndarray:
+def reduce_outputs(design: StorageDesign, rows: Sequence[int], values: npt.ArrayLike
+                   ) -> np.ndarray:
     """Decode outputs from ``m`` distinct coded values: solve ``G[rows] y = values``.
 
     ``values`` is ``m`` or ``m x c`` (``c`` outputs sharing the same coded rows); returns the
@@ -27,9 +29,9 @@ def reduce_outputs(design: StorageDesign, rows: Sequence[int], values) -> np.nda
     return design.field.solve(design.generator[rows], np.asarray(values))
 
 
-def received_rows(plan: ShufflePlan, k: int) -> dict[int, set]:
+def received_rows(plan: ShufflePlan, k: int) -> dict[int, set[int]]:
     """``{output: coded rows}`` whose values server ``k`` receives in the Shuffle of ``plan``."""
-    got: dict[int, set] = {}
+    got: dict[int, set[int]] = {}
     for t in plan.transmissions:
         if k in t.receivers:
             seg = t.segment_for(k)
@@ -38,7 +40,9 @@ def received_rows(plan: ShufflePlan, k: int) -> dict[int, set]:
     return got
 
 
-def reduce_groups(design: StorageDesign, plan: ShufflePlan, k: int, got=None) -> dict:
+def reduce_groups(design: StorageDesign, plan: ShufflePlan, k: int,
+                  got: Mapping[int, Iterable[int]] | None = None
+                  ) -> dict[tuple[int, ...], list[int]]:
     """``{coded rows: [c, ...]}``: the ``m`` coded rows server ``k``'s Reduce decodes each of its
     outputs from (its own rows first, then those received by increasing row; ``got``: the rows
     received per output, default :func:`received_rows`), the outputs (``c``-th of

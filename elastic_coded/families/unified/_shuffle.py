@@ -109,7 +109,7 @@ def reduce_assignment(fastest: Iterable[int], N: int) -> tuple[tuple[int, ...], 
     return tuple(tuple(range(t * per, (t + 1) * per)) for t in range(q))
 
 
-def _check_fastest(design: StorageDesign, fastest) -> tuple[int, ...]:
+def _check_fastest(design: StorageDesign, fastest: Iterable[int]) -> tuple[int, ...]:
     try:
         Q = tuple(sorted(int(k) for k in fastest))
     except TypeError:
@@ -207,17 +207,18 @@ def _multicast_rounds(th: LoadBreakdown, Q: tuple[int, ...], W: dict[int, tuple[
     return transmissions
 
 
-def _received(transmissions: Sequence[Transmission], Q: tuple[int, ...]) -> dict[int, set]:
+def _received(transmissions: Sequence[Transmission], Q: tuple[int, ...]
+              ) -> dict[int, set[int]]:
     """The coded rows each server of ``Q`` receives (for any of its outputs: each of them
     receives the same rows)."""
-    got: dict[int, set] = {k: set() for k in Q}
+    got: dict[int, set[int]] = {k: set() for k in Q}
     for t in transmissions:
         for seg in t.segments:
             got[seg.receiver].update(seg.rows)
     return got
 
 
-def _decode_rows(design: StorageDesign, k: int, received: set) -> tuple[int, ...]:
+def _decode_rows(design: StorageDesign, k: int, received: set[int]) -> tuple[int, ...]:
     """Server ``k``'s ``m`` decode rows (real lane code): its own, then received rows that
     :func:`~._lanes.complete` picks, increasing."""
     local = tuple(design.server_rows[k])
@@ -228,17 +229,18 @@ def _decode_rows(design: StorageDesign, k: int, received: set) -> tuple[int, ...
     return local + tuple(sorted(r for r in rows if r not in own))
 
 
-def _lane_pick(design: StorageDesign, held: set, mine: list) -> list:
+def _lane_pick(design: StorageDesign, held: set[int], mine: list[tuple[tuple[int, ...], int]]
+               ) -> list[tuple[tuple[int, ...], int]]:
     """The unicast rows for one receiver (real lane code): per class of lanes, the candidate
     batches :func:`~._lanes.select` completes the batches ``held`` with (own and multicast
     rows), as ``(S, row)`` in the candidates' order."""
     lanes, beta = cast(LaneCode, design.lanes), design.batch_size   # real: a lane code
-    order: dict[int, tuple] = {}
+    order: dict[int, tuple[int, ...]] = {}
     for S, row in mine:
         order.setdefault(row // beta, S)
     fixed = sorted({row // beta for row in held})
     cands = list(order)
-    picked: list = []
+    picked: list[tuple[int, int, tuple[int, ...], int]] = []
     for d, cs in lanes.classes().items():
         for b in select(lanes.codes[d], fixed, cands, d - len(fixed)):
             picked.extend((cands.index(b), int(c), order[b], b * beta + int(c)) for c in cs)
@@ -246,7 +248,8 @@ def _lane_pick(design: StorageDesign, held: set, mine: list) -> list:
 
 
 def _unicast_round(design: StorageDesign, th: LoadBreakdown, Q: tuple[int, ...],
-                   W: dict[int, tuple[int, ...]], rows_by_S, held=None) -> list[Transmission]:
+                   W: dict[int, tuple[int, ...]], rows_by_S: dict[tuple[int, ...], list[int]],
+                   held: dict[int, set[int]] | None = None) -> list[Transmission]:
     """Finish by unicast: each server gets ``residual * m`` more values per output, taken from
     batches held by fewer than ``s_q`` servers of ``Q`` (not yet delivered), each sent by the
     least-loaded server holding it.  Over a finite field the first such rows; over the reals
@@ -310,7 +313,8 @@ def check_shuffle_plan(design: StorageDesign, plan: ShufflePlan) -> None:
         _check_decode_rows(design, plan, held)
 
 
-def _check_decode_rows(design: StorageDesign, plan: ShufflePlan, held: dict) -> None:
+def _check_decode_rows(design: StorageDesign, plan: ShufflePlan,
+                       held: dict[tuple[int, int], set[int]]) -> None:
     """The real lane code's decode rows: one set per server of ``Q``, its own rows first, held
     for every output it reduces, lane-balanced."""
     if len(plan.decode_rows) != len(plan.fastest):
@@ -353,7 +357,7 @@ def decode_packet(design: StorageDesign, t: Transmission, receiver: int, packet:
     return out
 
 
-def receive_packet(design: StorageDesign, t: Transmission, receiver: int, packet,
+def receive_packet(design: StorageDesign, t: Transmission, receiver: int, packet: np.ndarray,
                    receiver_map: np.ndarray, got: dict[int, dict[int, object]]) -> int:
     """Receiver's side of one transmission, filed for the Reduce: decode the packet
     (:func:`decode_packet`) and store each recovered value ``c_row x_o`` as ``got[o][row]``.

@@ -11,6 +11,7 @@ from dataclasses import field as dc_field
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from ...algebra.fields import Field
 from ...algebra.fields import field as _make_field
@@ -181,7 +182,8 @@ def storage_design(K: int, mu: MuLike, q: int, m: int, field: Field | str = "rea
                          field=fld, lanes=lanes)
 
 
-def _fixed_sets(K: int, mu: Fraction, q: int, batches, limit: int = 200) -> list | None:
+def _fixed_sets(K: int, mu: Fraction, q: int, batches: Sequence[tuple[int, ...]],
+                limit: int = 200) -> list[tuple[int, ...]] | None:
     """The batches each server of the fastest ``Q`` decodes from when the Shuffle has no choice
     to make (no unicast round, no surplus): its own and those held by at least ``s_q`` servers
     of ``Q`` (MATH.md §2), for every ``Q`` or a seeded sample of ``limit`` of them; ``None``
@@ -203,7 +205,7 @@ def _fixed_sets(K: int, mu: Fraction, q: int, batches, limit: int = 200) -> list
     return sets
 
 
-def decoding_rows(design: StorageDesign, available: Iterable[int]) -> list | None:
+def decoding_rows(design: StorageDesign, available: Iterable[int]) -> list[int] | None:
     """``m`` of the coded rows ``available`` that decode, the systematic rows (``A``'s own) first,
     or ``None`` when they cannot.  Over a finite field any ``m`` distinct rows do (then by
     increasing row); over the reals the rows must be lane-balanced, and where a lane has more
@@ -228,7 +230,7 @@ def decode_condition(design: StorageDesign, rows: Sequence[int]) -> float:
     return solve_condition(np.asarray(design.generator)[list(rows)])
 
 
-def encode_storage(design: StorageDesign, A) -> tuple[np.ndarray, ...]:
+def encode_storage(design: StorageDesign, A: npt.ArrayLike) -> tuple[np.ndarray, ...]:
     """What each server stores: ``U_k = G[server_rows[k]] A`` (MATH.md §2, storage design)."""
     fld = design.field
     A = fld.asarray(A, "A")
@@ -238,7 +240,7 @@ def encode_storage(design: StorageDesign, A) -> tuple[np.ndarray, ...]:
     return tuple(coded[list(rows)] if rows else coded[:0] for rows in design.server_rows)
 
 
-def map_compute(design: StorageDesign, stored, X) -> np.ndarray:
+def map_compute(design: StorageDesign, stored: npt.ArrayLike, X: npt.ArrayLike) -> np.ndarray:
     """Map on one server: its stored coded rows times all ``N`` inputs (``X`` is ``n x N``).
 
     Row ``t`` of the result holds the values ``c_i x_j`` for the ``t``-th row ``i`` the server
