@@ -18,7 +18,8 @@ from ._problem import HeteroProblem
 log = logging.getLogger(__name__)
 
 
-def _maxmin_model(problem: HeteroProblem):
+def _maxmin_model(problem: HeteroProblem
+                  ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray]:
     """The max-min allocation model shared by the exact MILP and the probabilistic LP: variables
     ``k[m, n]`` (flattened) and ``z``; minimise ``-z`` s.t. ``z - sum_n k[m,n] w[m,n] <= 0``
     (all m) and ``sum_m k[m,n] <= 1`` (all n).  ``w`` is scaled by its maximum for the solver.

@@ -4,22 +4,23 @@ coded rows, and the optimal load and worker value through the Lambert-W constant
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import lambertw
 
 from ...errors import ArgumentError, ArgumentTypeError
 
 
-def _as_float(x: Any, name: str) -> np.ndarray:
+def _as_float(x: Any, name: str) -> npt.NDArray[np.float64]:
     arr = np.asarray(x)
     if arr.dtype.kind not in "biuf":
         raise ArgumentTypeError(f"{name}: needs a real number or array, got dtype {arr.dtype}")
     return arr.astype(np.float64, copy=False)
 
 
-def cdf(t: Any, l: Any, a: Any, u: Any) -> np.ndarray:
+def cdf(t: Any, l: Any, a: Any, u: Any) -> npt.NDArray[np.float64]:
     """``Pr[T <= t]`` for ``l`` rows: ``1 - exp(-(u/l)(t - a l))`` for ``t >= a l``, else 0.
 
     MATH.md §3, processing time.  Broadcasts.  A worker with ``l = 0`` rows is done at once
@@ -46,7 +47,7 @@ def sample_time(l: Any, a: Any, u: Any, rng: np.random.Generator) -> np.ndarray:
     if np.any(l < 0):
         raise ArgumentError("l: row counts must be >= 0")
     l, a, u = np.broadcast_arrays(l, a, u)
-    return a * l + rng.standard_exponential(l.shape) * (l / u)
+    return cast(np.ndarray, a * l + rng.standard_exponential(l.shape) * (l / u))
 
 
 def _phi(y: np.ndarray) -> np.ndarray:
@@ -130,7 +131,7 @@ def optimal_load(a: Any, u: Any, t: Any) -> np.ndarray:
 def worker_value(a: Any, u: Any) -> np.ndarray:
     """``v = u / W``: expected results per unit time at the optimal load (MATH.md §3)."""
     a, u = _check_au(a, u)
-    return u / (1.0 + _w_minus_one(a * u))
+    return cast(np.ndarray, u / (1.0 + _w_minus_one(a * u)))
 
 
 def t_star(L_m: float, values: Any) -> float:

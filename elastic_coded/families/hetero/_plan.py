@@ -83,7 +83,8 @@ def approx_completion_time(problem: HeteroProblem, k: Assignment | Any, loads: A
         if np.sum(km * lm) <= L * (1 + 1e-12):
             continue
 
-        def g(t: float, *, km=km, lm=lm, am=am, um=um, L=L) -> float:  # this master's arrays
+        def g(t: float, *, km: np.ndarray = km, lm: np.ndarray = lm, am: np.ndarray = am,
+              um: np.ndarray = um, L: float = L) -> float:  # this master's arrays
             return float(np.sum(km * expected_results(t, lm, am, um))) - L
 
         hi = float(np.max(am * lm)) + 1e-12
@@ -112,7 +113,7 @@ class HeteroPlan:
     t_star: tuple[float, ...]
     """Per master the expectation-model completion time of these integer loads."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.policy not in ("dedicated", "probabilistic"):
             raise ArgumentError(f"policy: must be 'dedicated' or 'probabilistic', got "
                                 f"{self.policy!r}")

@@ -31,7 +31,7 @@ class HeteroProblem:
     u: np.ndarray
     """Straggling parameter (rate ``u/l`` of the exponential tail), shape ``(M, N)``, positive."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         L = _as_float(self.L, "L")
         a = _as_float(self.a, "a")
         u = _as_float(self.u, "u")
