@@ -3,18 +3,22 @@ the value and the rule."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ArgumentError, BudgetError
 
 __all__ = ["check_code", "check_speeds"]
 
 
-def _is_int(val) -> bool:
+def _is_int(val: object) -> bool:
     return not isinstance(val, bool) and isinstance(val, (int, np.integer))
 
 
-def check_code(L, S) -> tuple[int, int]:
+def check_code(L: int, S: int) -> tuple[int, int]:
     """``L >= 1`` and ``S >= 0`` as ints, or a ValueError naming the bad one."""
     for name, val, lo in (("L", L, 1), ("S", S, 0)):
         if not _is_int(val) or val < lo:
@@ -22,7 +26,8 @@ def check_code(L, S) -> tuple[int, int]:
     return int(L), int(S)
 
 
-def check_speeds(speeds, n: int | None = None, name: str = "speeds") -> np.ndarray:
+def check_speeds(speeds: npt.ArrayLike, n: int | None = None, name: str = "speeds"
+                 ) -> npt.NDArray[np.float64]:
     """Speeds as a float array; each must be positive and finite."""
     s = np.asarray(speeds, dtype=np.float64).reshape(-1)
     if n is not None and s.shape[0] != n:
@@ -42,13 +47,14 @@ def _check_enough(n_machines: int, K: int, what: str = "available") -> None:
                f"distinct machines")
 
 
-def _check_rows(num_rows) -> int:
+def _check_rows(num_rows: int) -> int:
     if not _is_int(num_rows) or num_rows < 1:
         raise ArgumentError(f"num_rows: must be a positive int, got {num_rows!r}")
     return int(num_rows)
 
 
-def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
+def _check_budgets(budgets: npt.ArrayLike, n: int, K: int, num_rows: int
+                   ) -> npt.NDArray[np.float64]:
     e = np.asarray(budgets, dtype=np.float64).reshape(-1)
     if e.size == 1 and n > 1:
         e = np.full(n, float(e[0]))
@@ -65,7 +71,7 @@ def _check_budgets(budgets, n: int, K: int, num_rows: int) -> np.ndarray:
     return e
 
 
-def _machines(machines, n_default: int | None) -> tuple:
+def _machines(machines: Any, n_default: int | None) -> tuple[Hashable, ...]:
     if machines is None:
         if n_default is None:
             raise ArgumentError("machines: give the machine ids or their number")
@@ -78,7 +84,8 @@ def _machines(machines, n_default: int | None) -> tuple:
     return ms
 
 
-def _placement_args(num_rows, machines, L, S) -> tuple[int, int, int, tuple]:
+def _placement_args(num_rows: int, machines: Any, L: int, S: int
+                    ) -> tuple[int, int, int, tuple[Hashable, ...]]:
     """Checked ``(L, S, num_rows, machines)`` for a placement: at least ``L+S`` machines."""
     L, S = check_code(L, S)
     num_rows = _check_rows(num_rows)

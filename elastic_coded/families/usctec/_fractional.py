@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from typing import cast
+
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
 from ...errors import ArgumentError
-from ...schemes.plan import Placement, PlanError
+from ...schemes.plan import Placement, PlanError, RowBlock
 from ._layout import _flat
 
 
-def _present_atoms(placement: Placement, avail_index: dict, K: int):
+def _present_atoms(placement: Placement, avail_index: dict[Hashable, int], K: int
+                   ) -> tuple[list[list[int]], np.ndarray, list[list[RowBlock]]]:
     """Atoms (MATH.md §1): the rows held by exactly the same *available* machines.  Blocks with
     the same available holders form one atom, however scattered (churn fragments blocks), so the
     LP has one row per atom.  Returns ``(holders, weights, blocks)`` per atom: holder indices
     into ``avail_index``, the atom's fraction of the rows, and its blocks."""
-    atoms: dict[tuple, list] = {}
+    atoms: dict[tuple[int, ...], list[RowBlock]] = {}
     for b in placement.blocks:
         h = tuple(sorted(avail_index[m] for m in b.holders if m in avail_index))
         if len(h) < K:
@@ -31,7 +35,8 @@ def _present_atoms(placement: Placement, avail_index: dict, K: int):
     return holders, weights, blocks
 
 
-def _step_lp(blocks_holders: list[list[int]], w: np.ndarray, s: np.ndarray, K: int):
+def _step_lp(blocks_holders: Sequence[Sequence[int]], w: np.ndarray, s: np.ndarray, K: int
+             ) -> tuple[float, list[np.ndarray]]:
     """MATH.md §1, with storage constraints: minimise ``c`` s.t. for every atom ``a``
     ``sum_{n in H_a} x[a,n] = K w_a``, ``0 <= x[a,n] <= w_a``, ``sum_a x[a,n] <= c s[n]``.
 
@@ -92,7 +97,7 @@ def _polish(x: np.ndarray, atom_of: np.ndarray, w: np.ndarray, K: int) -> np.nda
     x_sum = np.bincount(atom_of, weights=x, minlength=na)
     up = np.where(room_sum > 0, np.maximum(short, 0) / np.where(room_sum > 0, room_sum, 1), 0.0)
     down = np.where(x_sum > 0, np.maximum(-short, 0) / np.where(x_sum > 0, x_sum, 1), 0.0)
-    return np.clip(x + room * up[atom_of] - x * down[atom_of], 0.0, cap)
+    return cast(np.ndarray, np.clip(x + room * up[atom_of] - x * down[atom_of], 0.0, cap))
 
 
 def _mean_c(placement: Placement, draws: np.ndarray, L: int, S: int) -> float:

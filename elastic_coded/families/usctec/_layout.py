@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, SupportsInt, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ...schemes.plan import RowBlock
 
@@ -15,10 +17,10 @@ def _cum_round(total: int, fractions: Sequence[float]) -> list[int]:
     cum = cum / cum[-1] if cum[-1] > 0 else cum
     edges = np.rint(cum * total).astype(np.int64)
     edges[-1] = total
-    return np.diff(edges).tolist()
+    return cast(list[int], np.diff(edges).tolist())
 
 
-def _merge_blocks(blocks: list[RowBlock]) -> tuple:
+def _merge_blocks(blocks: list[RowBlock]) -> tuple[RowBlock, ...]:
     out: list[RowBlock] = []
     for b in sorted(blocks, key=lambda b: b.start):
         if b.size <= 0:
@@ -30,19 +32,20 @@ def _merge_blocks(blocks: list[RowBlock]) -> tuple:
     return tuple(out)
 
 
-def _sorted_holders(hs) -> tuple:
+def _sorted_holders(hs: Iterable[Any]) -> tuple[Any, ...]:
     try:
         return tuple(sorted(hs))
     except TypeError:
         return tuple(sorted(hs, key=repr))
 
 
-def _flat(holders: list) -> np.ndarray:
+def _flat(holders: Sequence[npt.ArrayLike]) -> npt.NDArray[np.int64]:
     """The atoms' holder indices, one after another (``holders[0]`` first)."""
     return np.concatenate([np.asarray(h, dtype=np.int64) for h in holders])
 
 
-def _wrap_layout(sizes, seg_of, counts, K: int, extra_cuts=()) -> tuple[np.ndarray, np.ndarray]:
+def _wrap_layout(sizes: npt.ArrayLike, seg_of: npt.ArrayLike, counts: npt.ArrayLike, K: int,
+                 extra_cuts: npt.ArrayLike = ()) -> tuple[np.ndarray, np.ndarray]:
     """McNaughton's wrap-around rule, for many segments at once.
 
     Segment ``i`` (``sizes[i]`` long) sits at ``offsets[i]`` of the concatenation; the entries
@@ -74,7 +77,7 @@ def _wrap_layout(sizes, seg_of, counts, K: int, extra_cuts=()) -> tuple[np.ndarr
     return np.append(cuts, offsets[-1]), members
 
 
-def _wrap_spans(size: int, counts) -> list[tuple[int, int, int]]:
+def _wrap_spans(size: int, counts: Iterable[SupportsInt]) -> list[tuple[int, int, int]]:
     """The rows ``(j, lo, hi)`` each count gets under :func:`_wrap_layout` (split at the wrap)."""
     out, pos = [], 0
     for j, n in enumerate(int(x) for x in counts):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ArgumentError
 from ._checks import _check_enough, _is_int, check_code, check_speeds
@@ -16,7 +17,8 @@ __all__ = ["optimal_load", "fill"]
 _TOL = 1e-9
 
 
-def _check_caps(caps, s: np.ndarray, K: int) -> np.ndarray:
+def _check_caps(caps: npt.ArrayLike | None, s: npt.NDArray[np.float64], K: int
+                ) -> npt.NDArray[np.float64]:
     cap = np.ones_like(s) if caps is None else np.asarray(caps, dtype=np.float64).reshape(-1)
     if cap.shape != s.shape:
         raise ArgumentError(f"caps: expected {s.size} values, got {cap.size}")
@@ -29,7 +31,8 @@ def _check_caps(caps, s: np.ndarray, K: int) -> np.ndarray:
     return cap
 
 
-def optimal_load(speeds, L: int, S: int, caps=None) -> tuple[np.ndarray, float]:
+def optimal_load(speeds: npt.ArrayLike, L: int, S: int, caps: npt.ArrayLike | None = None
+                 ) -> tuple[np.ndarray, float]:
     """Water-filling optimum without storage constraints (MATH.md §1): minimise
     ``max theta[n] / s[n]`` s.t. ``sum theta = L+S``, ``0 <= theta <= caps`` (default 1).
 
@@ -67,7 +70,8 @@ def optimal_load(speeds, L: int, S: int, caps=None) -> tuple[np.ndarray, float]:
     return theta, float(c)
 
 
-def fill(theta, K: int, tol: float = 1e-12) -> list[tuple[float, tuple[int, ...]]]:
+def fill(theta: npt.ArrayLike, K: int, tol: float = 1e-12
+         ) -> list[tuple[float, tuple[int, ...]]]:
     """Filling (MATH.md §1): groups ``(gamma_g, U_g)`` with ``|U_g| = K``, ``sum gamma = 1`` and
     ``sum_g gamma_g 1[n in U_g] = theta[n]``; at most ``len(theta)`` groups.
 
@@ -97,7 +101,8 @@ def fill(theta, K: int, tol: float = 1e-12) -> list[tuple[float, tuple[int, ...]
     return [(g / tot, u) for g, u in groups]
 
 
-def _greedy_fill(r: np.ndarray, K: int, tol: float) -> tuple[list, float]:
+def _greedy_fill(r: np.ndarray, K: int, tol: float
+                 ) -> tuple[list[tuple[float, tuple[int, ...]]], float]:
     """The greedy rounds of :func:`fill`; ``r`` is left as the residual.  Returns the groups and
     the mass left over."""
     n = r.size

@@ -4,7 +4,10 @@ instances."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
+
 import numpy as np
+import numpy.typing as npt
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -14,7 +17,8 @@ from ._checks import check_code, check_speeds
 __all__ = ["integer_optimum"]
 
 
-def integer_optimum(placement: Placement, available, speeds, L: int, S: int,
+def integer_optimum(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                    L: int, S: int,
                     time_limit: float = 60.0) -> float:
     """The best computation time of any plan with whole-column pieces (MATH.md §1 units).
 

@@ -4,10 +4,11 @@ computation time they give."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import BudgetError
 from ...schemes.plan import Placement, RowBlock
@@ -15,12 +16,13 @@ from ._checks import _check_budgets, _check_rows, _machines, _placement_args, ch
 from ._fractional import _mean_c
 from ._layout import _cum_round, _merge_blocks, _sorted_holders
 from ._load import fill, optimal_load
-from ._speed_model import _speed_samples
+from ._speed_model import SpeedModel, _speed_samples
 
 __all__ = ["cyclic_placement", "filled_placement", "design_placement", "expected_time"]
 
 
-def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> Placement:
+def cyclic_placement(num_rows: int, machines: int | Iterable[Hashable], L: int, S: int,
+                     budgets: npt.ArrayLike | None = None) -> Placement:
     """Cyclic placement of coded elastic computing (Yang et al., MATH.md §1): rows split into
     ``N`` near-equal sets, set ``i`` on machines ``i, ..., i+K-1 (mod N)``.  Each machine stores
     about ``K/N`` of the rows; ``budgets`` (default: exactly what each machine stores) must allow
@@ -48,7 +50,8 @@ def cyclic_placement(num_rows: int, machines, L: int, S: int, budgets=None) -> P
     return Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
 
 
-def filled_placement(num_rows: int, machines, shares, R: int, budgets) -> Placement:
+def filled_placement(num_rows: int, machines: int | Iterable[Hashable], shares: npt.ArrayLike,
+                     R: int, budgets: npt.ArrayLike) -> Placement:
     """A placement storing ``shares[n]`` of the rows on machine ``n``, every row on exactly ``R``
     machines: the filling of ``shares`` (which must sum to ``R``) turned into row blocks."""
     num_rows = _check_rows(num_rows)
@@ -72,7 +75,9 @@ def filled_placement(num_rows: int, machines, shares, R: int, budgets) -> Placem
     return pl
 
 
-def _filled_candidates(num_rows, ms, e, mean_speed, K, mixes, max_extra_replication) -> list:
+def _filled_candidates(num_rows: int, ms: tuple[Hashable, ...], e: npt.NDArray[np.float64],
+                       mean_speed: np.ndarray, K: int, mixes: Sequence[float],
+                       max_extra_replication: int) -> list[Placement]:
     """The filled placements :func:`design_placement` scores: replication ``R`` and mix ``lam``."""
     N = len(ms)
     caps = np.floor(e * num_rows + 1e-9) / num_rows
@@ -95,7 +100,8 @@ def _filled_candidates(num_rows, ms, e, mean_speed, K, mixes, max_extra_replicat
     return out
 
 
-def design_placement(num_rows: int, machines, budgets, speed_model, L: int, S: int,
+def design_placement(num_rows: int, machines: int | Iterable[Hashable], budgets: npt.ArrayLike,
+                     speed_model: SpeedModel | npt.ArrayLike, L: int, S: int,
                      samples: int = 64, seed: int = 0, mixes: Sequence[float] = (0.0, 0.5, 1.0),
                      max_extra_replication: int = 3) -> Placement:
     """Heterogeneity-aware placement within budgets ``e[n]`` minimising the sample average of the
@@ -124,8 +130,8 @@ def design_placement(num_rows: int, machines, budgets, speed_model, L: int, S: i
     return candidates[int(np.argmin(scores))]
 
 
-def expected_time(placement: Placement, speed_model, L: int, S: int, samples: int = 200,
-                  seed: int = 0) -> float:
+def expected_time(placement: Placement, speed_model: SpeedModel | npt.ArrayLike, L: int, S: int,
+                  samples: int = 200, seed: int = 0) -> float:
     """Monte Carlo estimate of ``E_s[c]`` with every machine of the placement available and the
     per-step optimum for each speed realisation (MATH.md §1, expected computation time)."""
     L, S = check_code(L, S)

@@ -3,7 +3,10 @@ groups of ``L+S`` machines."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
+
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ArgumentError, ArgumentTypeError
 from ...schemes.plan import Piece, Placement, StepPlan
@@ -16,7 +19,8 @@ from ._rounding import integer_rows, lay_out_groups
 __all__ = ["plan_step"]
 
 
-def _check_available(placement: Placement, available) -> tuple:
+def _check_available(placement: Placement, available: Iterable[Hashable]
+                     ) -> tuple[Hashable, ...]:
     if not isinstance(placement, Placement):
         raise ArgumentTypeError(f"placement: expected a Placement, got {type(placement).__name__}")
     avail = tuple(available)
@@ -29,7 +33,8 @@ def _check_available(placement: Placement, available) -> tuple:
     return avail
 
 
-def plan_step(placement: Placement, available, speeds, L: int, S: int) -> StepPlan:
+def plan_step(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+              L: int, S: int) -> StepPlan:
     """The per-step plan for the ``available`` machines with realised ``speeds`` (MATH.md §1).
 
     Solves the storage-constrained LP exactly for the fractional optimum ``c`` and loads

@@ -5,7 +5,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
+from typing import cast
 
 import numpy as np
 from scipy import sparse
@@ -19,7 +20,8 @@ from ._layout import _merge_blocks, _sorted_holders, _wrap_layout, _wrap_spans
 __all__ = ["repair_placement", "extend_placement"]
 
 
-def repair_placement(placement: Placement, present, L: int, S: int, budgets: dict | None = None
+def repair_placement(placement: Placement, present: Iterable[Hashable], L: int, S: int,
+                     budgets: dict[Hashable, float] | None = None
                      ) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
     """Drop machines not ``present`` and give every row at least ``L+S`` present holders, adding
     copies on present machines within their budgets (most spare room first).  When that greedy
@@ -68,7 +70,8 @@ class _Spare:
     """Spare storage rows per present machine, and the machine with the most (ties: earliest in
     ``present``) outside a given set, by a heap with lazy updates."""
 
-    def __init__(self, present: tuple, cap: dict, blocks: list[RowBlock]):
+    def __init__(self, present: tuple[Hashable, ...], cap: dict[Hashable, int],
+                 blocks: list[RowBlock]):
         self.left = dict(cap)
         for b in blocks:
             for h in b.holders:
@@ -77,7 +80,7 @@ class _Spare:
         self.heap = [(-self.left[m], self.rank[m], m) for m in present if self.left[m] > 0]
         heapq.heapify(self.heap)
 
-    def most(self, exclude: set):
+    def most(self, exclude: set[Hashable]) -> Hashable | None:
         """The machine outside ``exclude`` with the most spare rows, or ``None``."""
         skipped, found = [], None
         while self.heap:
@@ -94,7 +97,7 @@ class _Spare:
             heapq.heappush(self.heap, entry)
         return None if found is None else found[2]
 
-    def take(self, m, rows: int) -> int:
+    def take(self, m: Hashable, rows: int) -> int:
         """Give up to ``rows`` of ``m``'s spare rows; returns how many."""
         n = min(self.left[m], rows)
         self.left[m] -= n
@@ -103,7 +106,8 @@ class _Spare:
         return n
 
 
-def _transport(blocks: list[RowBlock], present: tuple, cap: dict, K: int) -> np.ndarray:
+def _transport(blocks: list[RowBlock], present: tuple[Hashable, ...], cap: dict[Hashable, int],
+               K: int) -> np.ndarray:
     """Row counts ``z[b, m]`` of the re-placement (see :func:`_rebalance`)."""
     nb, nm = len(blocks), len(present)
     cost = np.array([[0.0 if m in b.holders else 1.0 for m in present] for b in blocks]).ravel()
@@ -121,11 +125,12 @@ def _transport(blocks: list[RowBlock], present: tuple, cap: dict, K: int) -> np.
         raise BudgetError(
             f"budgets: the machines present ({list(present)}) cannot hold every row L+S = {K} "
             f"times within their storage budgets")
-    return np.rint(res.x).astype(np.int64).reshape(nb, nm)
+    return cast(np.ndarray, np.rint(res.x).astype(np.int64).reshape(nb, nm))
 
 
-def _rebalance(placement: Placement, blocks: list[RowBlock], present: tuple, cap: dict, K: int,
-               e: dict) -> tuple[Placement, list]:
+def _rebalance(placement: Placement, blocks: list[RowBlock], present: tuple[Hashable, ...],
+               cap: dict[Hashable, int], K: int, e: dict[Hashable, float]
+               ) -> tuple[Placement, list[tuple[int, int, Hashable]]]:
     """Re-place every block on exactly ``K`` present machines within ``cap`` rows each, moving as
     few rows as possible.
 
@@ -148,7 +153,7 @@ def _rebalance(placement: Placement, blocks: list[RowBlock], present: tuple, cap
     out = [RowBlock(blocks[i].start + lo - starts[i], blocks[i].start + hi - starts[i],
                     _sorted_holders(present[j] for j in who[U]))
            for i, lo, hi, U in zip(bi.tolist(), edges[:-1].tolist(), edges[1:].tolist(), members)]
-    moved: list = []
+    moved: list[tuple[int, int, Hashable]] = []
     for i, b in enumerate(blocks):
         for j, lo, hi in _wrap_spans(b.size, z[i, order[i]]):
             if present[order[i][j]] not in b.holders:

@@ -32,12 +32,15 @@ rows, so each machine gets at least ``floor(q theta[n])`` rows (forced rows asid
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import numpy as np
+import numpy.typing as npt
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from ...errors import ArgumentError
-from ...schemes.plan import Group, PlanError, StepPlan
+from ...schemes.plan import Group, PlanError, RowBlock, StepPlan
 from ._layout import _flat, _wrap_layout
 
 __all__ = ["rounding_bound"]
@@ -52,7 +55,7 @@ class _RowFlow:
     array over the forward edges; :meth:`augment` grows one to a maximum flow by running the
     max-flow on its residual network."""
 
-    def __init__(self, R: np.ndarray, local: list, M: int, K: int):
+    def __init__(self, R: np.ndarray, local: list[np.ndarray], M: int, K: int):
         A = R.size
         self.R, self.K, self.M = R, K, M
         self.atom_of = np.repeat(np.arange(A), [len(h) for h in local])
@@ -104,9 +107,10 @@ class _Search:
     machine, plus one max-flow for the free atoms over the machines ``machines`` (global
     indices) that hold one."""
 
-    def __init__(self, net: _RowFlow, machines: np.ndarray, fixed: np.ndarray, qs: np.ndarray):
+    def __init__(self, net: _RowFlow, machines: np.ndarray, fixed: np.ndarray,
+                 qs: npt.NDArray[np.float64]):
         self.net = net
-        self.qs = qs[machines]
+        self.qs: npt.NDArray[np.float64] = qs[machines]
         self.fixed = fixed[machines]
         self.t_fixed = float(np.max(fixed / qs))
 
@@ -180,8 +184,8 @@ def _balanced_flow(sr: _Search, T: float, theta_rows: np.ndarray) -> np.ndarray:
     return flow
 
 
-def integer_rows(R: np.ndarray, holders: list, s: np.ndarray, q: int, K: int, theta: np.ndarray,
-                 c: float) -> np.ndarray:
+def integer_rows(R: np.ndarray, holders: list[list[int]], s: npt.NDArray[np.float64],
+                 q: int, K: int, theta: np.ndarray, c: float) -> np.ndarray:
     """The optimal integer counts ``y[a, n]`` of the module docstring, flat over the atoms'
     holders in order (``holders[0]`` first); ``theta`` and ``c`` are the fractional optimum."""
     if K * q > _INT32:
@@ -208,8 +212,8 @@ def integer_rows(R: np.ndarray, holders: list, s: np.ndarray, q: int, K: int, th
     return y
 
 
-def lay_out_groups(atoms: list, holders: list, y: np.ndarray, avail: tuple, q: int,
-                   K: int) -> list[Group]:
+def lay_out_groups(atoms: Sequence[Sequence[RowBlock]], holders: Sequence[Sequence[int]],
+                   y: np.ndarray, avail: tuple[Hashable, ...], q: int, K: int) -> list[Group]:
     """The groups: atom ``a`` (its ``blocks`` in row order) carries ``y`` rows per holder (flat,
     as :func:`integer_rows` returns them); each atom's rows are laid out by the wrap-around rule,
     cut at block boundaries so every group's rows are contiguous.  A group's machines are in

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import ArgumentError
 from ._checks import check_speeds
@@ -19,12 +20,12 @@ class SpeedModel:
     (``sigma = jitter``), divided by ``straggle_factor`` with probability ``straggle_prob``
     (independently per machine and draw)."""
 
-    base: tuple
+    base: tuple[float, ...]
     straggle_prob: float = 0.0
     straggle_factor: float = 5.0
     jitter: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "base",
                            tuple(float(x) for x in check_speeds(self.base, None, "base")))
         if not 0 <= self.straggle_prob <= 1:
@@ -53,7 +54,8 @@ class SpeedModel:
         return s
 
 
-def _speed_samples(speed_model, n: int, samples: int, seed: int) -> np.ndarray:
+def _speed_samples(speed_model: SpeedModel | npt.ArrayLike, n: int, samples: int, seed: int
+                   ) -> np.ndarray:
     if isinstance(speed_model, SpeedModel):
         if len(speed_model.base) != n:
             raise ArgumentError(f"speed_model: has {len(speed_model.base)} machines, placement has "

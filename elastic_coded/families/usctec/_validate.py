@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Hashable
+from typing import cast
 
 from ...schemes.plan import Placement, PlanError, StepPlan
 
 __all__ = ["validate"]
+
+# {machine: (starts, stops)} of its merged stored row ranges
+_Stored = dict[Hashable, tuple[list[int], list[int]]]
 
 
 def validate(plan: StepPlan, placement: Placement, num_cols: int | None = None) -> None:
@@ -20,7 +25,7 @@ def validate(plan: StepPlan, placement: Placement, num_cols: int | None = None) 
     _check_selection(plan, stored)
 
 
-def _check_storage(placement: Placement, stored: dict) -> None:
+def _check_storage(placement: Placement, stored: _Stored) -> None:
     """(9b) storage budgets."""
     q = placement.num_rows
     for m, e in zip(placement.machines, placement.budgets):
@@ -50,7 +55,7 @@ def _check_rows_partition(plan: StepPlan, q: int) -> None:
 
 def _check_columns(plan: StepPlan, num_cols: int | None) -> None:
     """(9d) the pieces of each group cover all columns."""
-    by_group: dict[int, list] = {g: [] for g in range(len(plan.groups))}
+    by_group: dict[int, list[tuple[int, int] | None]] = {g: [] for g in range(len(plan.groups))}
     for p in plan.pieces:
         if not 0 <= p.group < len(plan.groups):
             raise PlanError(f"(9d) columns: piece names group {p.group}, plan has "
@@ -66,7 +71,7 @@ def _check_columns(plan: StepPlan, num_cols: int | None) -> None:
         if num_cols is None:
             raise PlanError("(9d) columns: pieces split columns; pass num_cols to validate")
         pos = 0
-        for a, b in sorted(cols):
+        for a, b in sorted(cast(list[tuple[int, int]], cols)):  # no None: checked above
             if a != pos or b <= a:
                 raise PlanError(f"(9d) columns: pieces of group {g} do not tile 0:{num_cols}")
             pos = b
@@ -74,7 +79,7 @@ def _check_columns(plan: StepPlan, num_cols: int | None) -> None:
             raise PlanError(f"(9d) columns: pieces of group {g} cover 0:{pos}, not 0:{num_cols}")
 
 
-def _check_selection(plan: StepPlan, stored: dict) -> None:
+def _check_selection(plan: StepPlan, stored: _Stored) -> None:
     """(9e) ``P`` within ``U``, ``U`` available and storing ``A_g``; (9f) ``|P| = L+S``
     distinct machines."""
     avail = set(plan.available)
@@ -97,9 +102,9 @@ def _check_selection(plan: StepPlan, stored: dict) -> None:
                                 f"{grp.rows[0]}:{grp.rows[1]} of group {gi}")
 
 
-def _stored_ranges(placement: Placement) -> dict:
+def _stored_ranges(placement: Placement) -> _Stored:
     """``{machine: (starts, stops)}`` of its merged stored row ranges."""
-    out: dict = {}
+    out: _Stored = {}
     for blk in placement.blocks:
         for m in blk.holders:
             starts, stops = out.setdefault(m, ([], []))
@@ -111,7 +116,7 @@ def _stored_ranges(placement: Placement) -> dict:
     return out
 
 
-def _covers(ranges: tuple, rows: tuple) -> bool:
+def _covers(ranges: tuple[list[int], list[int]], rows: tuple[int, int]) -> bool:
     starts, stops = ranges
     i = bisect.bisect_right(starts, rows[0]) - 1
     return i >= 0 and stops[i] >= rows[1]
