@@ -156,6 +156,7 @@ class StepPlan:
     c: float
     c_int: float
     _tasks: dict | None = field(default=None, repr=False, compare=False)
+    _wire: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def K(self) -> int:
@@ -178,6 +179,18 @@ class StepPlan:
             object.__setattr__(self, "_tasks", tasks)
             return tasks
         return self._tasks
+
+    def wire_tasks(self) -> dict:
+        """``{machine: (TaskSpec, ...)}``: :meth:`tasks` as sent to the machines (of source
+        ``A``, input position = the task's position), made once: a plan the driver holds from
+        step to step sends the same tuples again (and the trace formats each once)."""
+        if self._wire is None:
+            from .wire import TaskSpec
+            wire = {m: tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position)
+                             for t in ts) for m, ts in self.tasks().items()}
+            object.__setattr__(self, "_wire", wire)
+            return wire
+        return self._wire
 
     def rows_computed(self) -> dict:
         """Integer rows each machine multiplies (times the piece's column count)."""

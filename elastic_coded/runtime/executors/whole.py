@@ -20,27 +20,12 @@ from ...schemes.policies import rules
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
 from ...schemes.registry import policy_of
-from ...schemes.wire import Call, TaskSpec
+from ...schemes.wire import Call
 from ..context import StepContext
 from ..gather import Gather
 from .common import Outcome, crash_at, encode_inputs, slowed, units
 
 __all__ = ["run_whole"]
-
-_SENT: list = [None, {}]
-"""The last plan dispatched and its machines' tasks as sent: a plan the driver holds from step
-to step (:mod:`..planning`) sends the same tuples again, rebuilt never (and the trace formats
-each once)."""
-
-
-def _sent_tasks(plan) -> dict:
-    """``{machine: (TaskSpec, ...)}`` of ``plan`` (kept for the last plan, by identity)."""
-    if _SENT[0] is not plan:
-        _SENT[:] = [plan, {m: tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece,
-                                             t.position) for t in ts)
-                           for m, ts in plan.tasks().items()}]
-    return _SENT[1]
-
 
 def run_whole(ctx: StepContext, B: np.ndarray, ev, prep):
     """A whole-plan step (see the module docstring).  Returns ``(A @ B, Outcome)``."""
@@ -67,7 +52,7 @@ def run_whole(ctx: StepContext, B: np.ndarray, ev, prep):
     g.cols_of = {p: coded.shape[2] for p in range(plan.K)}
     g.dispatch_many([
         (m, None, Call(step, ts, total, float(ev.slow.get(m, 1.0)), crash_at=crash_at(m, ev)))
-        for m, ts in _sent_tasks(plan).items()])
+        for m, ts in plan.wire_tasks().items()])
     factor = policy_of(ctx.policy).speculation or ctx.deadline
     if factor:
         g.backup = _speculator(g, factor, lambda: ctx.ctrl.holders_of(plan), col, step, total)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 
 from ...errors import ArgumentError
+from ...families import Family
 from ...families import family_of as _family
 from ..registry import REGISTRY, policy_of
 from .hetero import HeteroOptions
@@ -29,7 +30,7 @@ def family_of(policy) -> str:
     return policy_of(policy).family
 
 
-def family_spec(policy):
+def family_spec(policy) -> Family:
     """The :class:`~elastic_coded.families.Family` of ``policy``: what its scheme can do
     (``coded_LS``, ``masters``...), asked instead of comparing family names."""
     return _family(family_of(policy))
