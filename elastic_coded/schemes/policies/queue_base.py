@@ -67,7 +67,17 @@ class _Base:
         behind an overdue call on its machine does not count: see :meth:`refresh`)."""
         if piece in self.complete:
             return True
-        return len(self.done.get(piece, set()) | self.running_positions(piece)) >= self.need
+        done = self.done.get(piece, ())
+        n, need = len(done), self.need
+        if n >= need:
+            return True
+        live = self.stuck.get(piece, {})
+        for p, k in self.pos.get(piece, {}).items():   # running_positions, counted in place
+            if k > live.get(p, 0) and p not in done:
+                n += 1
+                if n >= need:
+                    return True
+        return False
 
     def refresh(self, now: float) -> None:
         """Called before a round of :meth:`next_for` at time ``now`` (no-op here)."""
@@ -226,10 +236,9 @@ class _Base:
         return None
 
     def _orphan_for(self, m) -> list:
-        for i, u in enumerate(self.orphans):
-            if self.covered(u.piece):
-                continue
-            if self.can_run(m, u):
+        hset = self._hset
+        for i, u in enumerate(self.orphans):   # the cheap test first: few machines hold a piece
+            if m in hset[u.piece] and not self.covered(u.piece):
                 self._touch()
                 return [self.orphans.pop(i)]
         return []

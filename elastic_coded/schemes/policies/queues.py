@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from dataclasses import replace
 
 from .dynamic_queue import DynamicQueue
@@ -319,7 +320,7 @@ class CodedQueue(_Base):
             shape = self._shape(piece)
         out, until = None, math.inf
         if shape is not None:
-            calls, k, unit, free, until = shape
+            calls, k, unit, free, until, _ = shape
             ends = self._ends
             at: dict = {}
             for m, key, positions in calls:
@@ -357,7 +358,8 @@ class CodedQueue(_Base):
         k = self.need - len(done)   # results still needed
         if not 0 < k <= len(used):
             return None
-        return shape, k, first, free, until
+        dues = tuple(sorted(self._head_due(v) for v, _, _ in shape))   # for :meth:`_could_pay`
+        return shape, k, first, free, until, dues
 
     def _could_pay(self, piece: int, cand: tuple, w: float, mine: float, now: float) -> float:
         """The earliest time a backup of ``piece``, which does not pay at ``now``, could pay
@@ -366,10 +368,10 @@ class CodedQueue(_Base):
         bound holds until a call still on time becomes overdue (its expected end then
         jumps)."""
         at = pays_no_sooner(cand[0], cand[1], w, now, self.margin, mine)
-        for v, _, _ in self._cands[piece][4][0]:      # the calls' machines: none overdue yet
-            due = self._head_due(v)
-            if now <= due < at:
-                at = due
+        dues = self._cands[piece][4][5]   # the calls' machines' dues: kept with the piece's calls
+        i = bisect_left(dues, now)        # the first machine not overdue yet
+        if i < len(dues) and dues[i] < at:
+            at = dues[i]
         return at
 
     def _backup(self, m, now: float):
