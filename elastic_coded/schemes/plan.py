@@ -155,8 +155,9 @@ class StepPlan:
     theta: tuple
     c: float
     c_int: float
-    _tasks: dict | None = field(default=None, repr=False, compare=False)
-    _wire: dict | None = field(default=None, repr=False, compare=False)
+    # caches, made on first use; not init fields, so ``dataclasses.replace`` starts them afresh
+    _tasks: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _wire: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def K(self) -> int:

@@ -144,7 +144,7 @@ def _step_rows(units: RowUnits, plan: StepPlan | None) -> StepPlan | None:
     if plan is None:
         return None
     groups = tuple(Group(units.rows(*g.rows), g.gamma, g.machines) for g in plan.groups)
-    return replace(plan, num_rows=units.num_rows, groups=groups, _tasks=None)
+    return replace(plan, num_rows=units.num_rows, groups=groups)
 
 
 def plan_rows(units: RowUnits, plan):

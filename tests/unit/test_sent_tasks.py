@@ -32,3 +32,13 @@ def test_another_plan_gets_its_own_tasks_even_when_equal_in_value():
     assert {m: len(ts) for m, ts in tc.items()} == {m: len(ts) for m, ts in c.tasks().items()}
     back = a.wire_tasks()  # each plan keeps its own: a's are not made again after c's
     assert back is ta
+
+
+def test_a_replaced_plan_starts_its_caches_afresh():
+    from dataclasses import replace
+    plan = _plan()
+    plan.tasks(), plan.wire_tasks()
+    one = replace(plan, pieces=plan.pieces[:1])   # as subdivide and row units do
+    assert sum(len(ts) for ts in one.tasks().values()) == len(plan.pieces[0].machines)
+    assert {m: len(ts) for m, ts in one.wire_tasks().items()} == \
+        {m: len(ts) for m, ts in one.tasks().items()}

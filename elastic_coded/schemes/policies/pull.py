@@ -144,8 +144,11 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
     groups: list = []
     pieces: list = []
     holders: list = []
+    by_group: dict = {}
+    for p in base.pieces:
+        by_group.setdefault(p.group, []).append(p)
     for g, grp in enumerate(base.groups):
-        mine = [p for p in base.pieces if p.group == g]
+        mine = by_group.get(g, [])
         least = min((share[m] for p in mine for m in p.machines), default=grp.size)
         n = math.ceil(units * grp.size / max(1, least))
         for a, b in _split(grp.rows[0], grp.rows[1], n):
@@ -153,7 +156,7 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
             groups.append(Group((a, b), grp.gamma * (b - a) / grp.size, grp.machines))
             holders.append(plan.holders[g])
             pieces.extend(Piece(gi, p.cols, p.machines) for p in mine)
-    new_base = replace(base, groups=tuple(groups), pieces=tuple(pieces), _tasks=None)
+    new_base = replace(base, groups=tuple(groups), pieces=tuple(pieces))
     out = replace(plan, base=new_base, holders=tuple(holders))
     queues: dict = {m: [] for m in base.available}
     for pi, piece in enumerate(new_base.pieces):
