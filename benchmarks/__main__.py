@@ -199,6 +199,13 @@ def _scale_rows(sk: dict, add) -> None:
         fd = r["ray_floor"]["driver_cpu_ms_per_machine"]
         add("scale, M=96: driver + controller CPU per machine per step", f"{dc:.2f} ms (Ray's "
             f"floor's driver alone: {fd:.2f} ms)", "<= 0.3 ms", dc <= 0.3, "scale.json")
+    got = [(M, by_m[M]["trace"]) for M in (12, 96) if "trace" in by_m.get(M, {})]
+    if got:   # the trace's writer per step over the untraced median step (goal at 96)
+        add("scale, M=" + "/".join(str(M) for M, _ in got) + ": the trace's cost per step / "
+            "the untraced step", " / ".join(f"{100 * t['cost_fraction']:.2f}% "
+                                           f"({t['cost_ms_per_step']:.2f} ms)" for _, t in got),
+            "<= 2% at 96", all(t["cost_fraction"] <= 0.02 for M, t in got if M == 96),
+            "scale.json")
     for p in sk.get("planner", []):
         goal = 20 if p["M"] <= 96 else 100
         add(f"scale, planning per step (pure planner), M={p['M']}",
