@@ -7,10 +7,14 @@ Machines are named by any hashable, orderable id (ints in the pure examples, str
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetError, PlanError, ShortOfMachines  # noqa: F401  (their old home)
+
+if TYPE_CHECKING:
+    from .wire import TaskSpec
 
 __all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError",
            "ShortOfMachines"]
@@ -24,7 +28,7 @@ class RowBlock:
 
     start: int
     stop: int
-    holders: tuple
+    holders: tuple[MachineId, ...]
 
     @property
     def size(self) -> int:
@@ -41,9 +45,9 @@ class Placement:
     the rows).  ``Z_n`` is the union of the blocks ``n`` holds (see :meth:`rows_of`)."""
 
     num_rows: int
-    machines: tuple
-    budgets: tuple
-    blocks: tuple
+    machines: tuple[MachineId, ...]
+    budgets: tuple[float, ...]
+    blocks: tuple[Any, ...]  # RowBlocks (Any: families.usctec._repair nulls a list copy's)
 
     def __repr__(self) -> str:
         return (f"Placement({self.num_rows} rows in {len(self.blocks)} blocks on "
@@ -66,7 +70,7 @@ class Placement:
     def max_replication(self) -> int:
         return max((len(b.holders) for b in self.blocks), default=0)
 
-    def holders_present(self, present) -> list[int]:
+    def holders_present(self, present: Iterable[MachineId]) -> list[int]:
         """For each block, how many of its holders are in ``present``."""
         present = set(present)
         return [sum(h in present for h in b.holders) for b in self.blocks]
@@ -81,14 +85,15 @@ class Placement:
         return Placement(self.num_rows, tuple(self.machines[i] for i in keep),
                          tuple(self.budgets[i] for i in keep), blocks)
 
-    def holders_of(self, rows: tuple, present) -> list[tuple[int, int, list]]:
+    def holders_of(self, rows: tuple[int, int], present: Iterable[MachineId]
+                   ) -> list[tuple[int, int, list[MachineId]]]:
         """Who among ``present`` stores rows ``rows = (start, stop)``: the rows cut at block
         boundaries, ``[(start, stop, [present holders]), ...]``, a span joining its neighbour
         while the two share a present holder (it keeps the shared ones).  One span with every
         present holder of the rows when they all sit on the same machines; a span with no
         holder where no present machine stores it.  The recovery and backup rules ask this."""
         present = set(present)
-        out: list = []
+        out: list[tuple[int, int, list[MachineId]]] = []
         for blk in sorted(self.blocks, key=lambda b: b.start):
             a, b = max(blk.start, rows[0]), min(blk.stop, rows[1])
             if a >= b:
@@ -106,9 +111,9 @@ class Group:
     """Row group ``A_g`` (``rows``), its fraction ``gamma = |A_g| / q`` of the rows, and the
     machines ``U_g`` selected for it (all of which store it)."""
 
-    rows: tuple
+    rows: tuple[int, int]
     gamma: float
-    machines: tuple
+    machines: tuple[MachineId, ...]
 
     @property
     def size(self) -> int:
@@ -122,8 +127,8 @@ class Piece:
     point ``alpha_i`` (MATH.md §1, eq. 2)."""
 
     group: int
-    cols: tuple | None
-    machines: tuple
+    cols: tuple[int, int] | None
+    machines: tuple[MachineId, ...]
 
 
 @dataclass(frozen=True)
@@ -132,8 +137,8 @@ class Task:
 
     piece: int
     position: int
-    rows: tuple
-    cols: tuple | None
+    rows: tuple[int, int]
+    cols: tuple[int, int] | None
 
 
 @dataclass(frozen=True)
@@ -148,16 +153,18 @@ class StepPlan:
     L: int
     S: int
     num_rows: int
-    available: tuple
-    speeds: tuple
-    groups: tuple
-    pieces: tuple
-    theta: tuple
+    available: tuple[MachineId, ...]
+    speeds: tuple[float, ...]
+    groups: tuple[Group, ...]
+    pieces: tuple[Piece, ...]
+    theta: tuple[float, ...]
     c: float
     c_int: float
     # caches, made on first use; not init fields, so ``dataclasses.replace`` starts them afresh
-    _tasks: dict | None = field(default=None, init=False, repr=False, compare=False)
-    _wire: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _tasks: dict[MachineId, list[Task]] | None = field(default=None, init=False, repr=False,
+                                                       compare=False)
+    _wire: dict[MachineId, tuple[TaskSpec, ...]] | None = field(default=None, init=False,
+                                                                repr=False, compare=False)
 
     @property
     def K(self) -> int:
@@ -168,10 +175,10 @@ class StepPlan:
                 f"{len(self.groups)} groups, {len(self.pieces)} pieces, c={self.c:.6g}, "
                 f"c_int={self.c_int:.6g})")
 
-    def tasks(self) -> dict:
+    def tasks(self) -> dict[MachineId, list[Task]]:
         """``{machine: [Task, ...]}`` for every machine with work (computed once)."""
         if self._tasks is None:
-            out: dict = {m: [] for m in self.available}
+            out: dict[MachineId, list[Task]] = {m: [] for m in self.available}
             for pi, piece in enumerate(self.pieces):
                 rows = self.groups[piece.group].rows
                 for pos, m in enumerate(piece.machines):
@@ -181,7 +188,7 @@ class StepPlan:
             return tasks
         return self._tasks
 
-    def wire_tasks(self) -> dict:
+    def wire_tasks(self) -> dict[MachineId, tuple[TaskSpec, ...]]:
         """``{machine: (TaskSpec, ...)}``: :meth:`tasks` as sent to the machines (of source
         ``A``, input position = the task's position), made once: a plan the driver holds from
         step to step sends the same tuples again (and the trace formats each once)."""
@@ -193,7 +200,7 @@ class StepPlan:
             return wire
         return self._wire
 
-    def rows_computed(self) -> dict:
+    def rows_computed(self) -> dict[MachineId, int]:
         """Integer rows each machine multiplies (times the piece's column count)."""
         return {m: sum(t.rows[1] - t.rows[0] for t in ts) for m, ts in self.tasks().items()}
 

@@ -8,6 +8,7 @@ of its results, and assemble ``A @ B``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,8 @@ def decode_piece(code: LagrangeCode, results: Mapping[int, np.ndarray]) -> np.nd
     return code.decode(dict(results))
 
 
-def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, dtype) -> np.ndarray:
+def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, dtype: Any
+             ) -> np.ndarray:
     """``A @ B`` (``q x r``) from every piece's decoded blocks ``(L, rows, cols)``."""
     L = plan.L
     Y = np.empty((plan.num_rows, L * num_cols), dtype=dtype)
@@ -51,7 +53,7 @@ def assemble(plan: StepPlan, decoded: Mapping[int, np.ndarray], num_cols: int, d
     return Y
 
 
-def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
+def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field: Any,
              drop: Mapping[int, Iterable[int]] | None = None) -> np.ndarray:
     """Execute ``plan`` in-process: every machine computes, the positions in ``drop[piece]``
     (at most ``S`` per piece) straggle and are ignored, every piece decodes, ``A @ B`` returns.
@@ -71,14 +73,14 @@ def run_step(A: np.ndarray, B: np.ndarray, plan: StepPlan, field,
         B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
     coded = encode_input(code, B)
     lost_of = {k: set(v) for k, v in (drop or {}).items()}
-    decoded = {}
+    decoded: dict[int, np.ndarray] = {}
     for pi, piece, group in plan.iter_pieces():
         lost = lost_of.get(pi, set())
         if len(lost) > plan.S:
             raise ArgumentError(f"drop: piece {pi} loses {len(lost)} results, more than S = "
                                 f"{plan.S}")
         a, b = group.rows
-        results = {}
+        results: dict[int, np.ndarray] = {}
         for pos in range(plan.K):
             if pos in lost:
                 continue

@@ -9,13 +9,21 @@ an error listing the known ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..families import built_in, family_names, family_of, register_family
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ..families import Family
+    from .plan import Placement, StepPlan
+    from .policies.pull import PullPlan
 
 __all__ = ["Policy", "REGISTRY", "register_policy", "unregister_policy", "policy_of",
            "added_policies",
@@ -26,35 +34,40 @@ __all__ = ["Policy", "REGISTRY", "register_policy", "unregister_policy", "policy
            "ideal_time", "step_code"]
 
 
-def usctec_plan(placement, available, speeds, L, S):
+def usctec_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                L: int, S: int) -> StepPlan:
     """USCTEC (MATH.md §1): the per-step optimum for the speeds given."""
     from ..families.usctec import plan_step
 
     return plan_step(placement, available, speeds, L, S)
 
 
-def cyclic_plan(placement, available, speeds, L, S):
+def cyclic_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                L: int, S: int) -> StepPlan:
     """Coded elastic computing (Yang et al.): equal loads ``(L+S)/N_t``, blind to speeds."""
     from ..families.usctec import plan_step
 
     return plan_step(placement, available, np.ones(len(tuple(available))), L, S)
 
 
-def uncoded_plan(placement, available, speeds, L, S):
+def uncoded_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                 L: int, S: int) -> StepPlan:
     """Uncoded: rows split evenly over the machines present (``L=1, S=0``), wait for all."""
     from ..families.usctec import plan_step
 
     return plan_step(placement, available, np.ones(len(tuple(available))), 1, 0)
 
 
-def proportional_plan(placement, available, speeds, L, S):
+def proportional_plan(placement: Placement, available: Iterable[Hashable],
+                      speeds: npt.ArrayLike, L: int, S: int) -> StepPlan:
     """Uncoded, rows split in proportion to the speed estimates (``L=1, S=0``), wait for all."""
     from ..families.usctec import plan_step
 
     return plan_step(placement, available, speeds, 1, 0)
 
 
-def usctec_pull_plan(placement, available, speeds, L, S):
+def usctec_pull_plan(placement: Placement, available: Iterable[Hashable],
+                     speeds: npt.ArrayLike, L: int, S: int) -> PullPlan:
     """USCTEC executed by pulling (the default, :mod:`.policies.pull`): the plan for ``(L, 0)``,
     with ``S`` coded backups per piece computed by machines that would otherwise be idle."""
     from .policies.pull import coded_pull_plan
@@ -62,7 +75,9 @@ def usctec_pull_plan(placement, available, speeds, L, S):
     return coded_pull_plan(placement, available, speeds, L, S)
 
 
-def usctec_auto_plan(placement, available, speeds, L, S, modes=None):
+def usctec_auto_plan(placement: Placement, available: Iterable[Hashable],
+                     speeds: npt.ArrayLike, L: int, S: int,
+                     modes: tuple[str, ...] | None = None) -> PullPlan:
     """The default: :func:`usctec_pull_plan` with the whole ``(L, S)`` and ``(1, 0)`` plans
     beside it, which the driver dispatches at once when the step is too short for pulling to
     pay or none straggles; ``modes`` makes only the plans of those executions."""
@@ -71,7 +86,8 @@ def usctec_auto_plan(placement, available, speeds, L, S, modes=None):
     return coded_pull_plan(placement, available, speeds, L, S, eager=True, modes=modes)
 
 
-def dynamic_plan(placement, available, speeds, L, S):
+def dynamic_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                 L: int, S: int) -> PullPlan:
     """The hand-written baseline (:mod:`.policies.pull`): uncoded chunks pulled by the machines,
     backup copies once none is left."""
     from .policies.pull import dynamic_plan as plan
@@ -95,17 +111,17 @@ class Policy:
 
     name: str
     family: str
-    plan: Callable | None = None
+    plan: Callable[..., StepPlan | PullPlan] | None = None
     execution: str = "whole"
     speculation: float | None = None
     uncoded: bool = False
     speed_blind: bool = False
-    modes: tuple = ()
+    modes: tuple[str, ...] = ()
     """The executions the policy chooses among each step (``usctec-auto``: pull, eager, lean);
     its plan function then takes ``modes=`` and makes only the plans asked for
     (:attr:`~elastic_coded.schemes.wire.StepRequest.modes`)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a policy's name is a non-empty string, got {self.name!r}")
         if not isinstance(self.family, str) or self.family not in family_names():
@@ -127,7 +143,7 @@ class Policy:
     def pulls(self) -> bool:
         return self.execution == "pull"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         """Pickled with its family when that was added
         (:func:`~elastic_coded.families.register_family`), so that the process unpickling it
         (the controller) learns the family with the policy."""
@@ -135,7 +151,7 @@ class Policy:
         return (_policy, (fam, {f.name: getattr(self, f.name) for f in fields(self)}))
 
 
-def _policy(family, kwargs: dict) -> Policy:
+def _policy(family: Family | None, kwargs: dict[str, Any]) -> Policy:
     if family is not None and family.name not in family_names():
         register_family(family)
     return Policy(**kwargs)
@@ -164,13 +180,13 @@ def unregister_policy(name: str) -> None:
     REGISTRY.pop(name, None)
 
 
-def added_policies() -> tuple:
+def added_policies() -> tuple[Policy, ...]:
     """The policies registered beyond the built-in ones (a driver sends them to its
     controller, which registers them in its own process)."""
     return tuple(p for n, p in REGISTRY.items() if n not in _BUILT_IN)
 
 
-def policy_of(name) -> Policy:
+def policy_of(name: Any) -> Policy:
     """The registered policy ``name``; an unknown name gets an error listing the known ones."""
     try:
         return REGISTRY[name]
@@ -198,7 +214,7 @@ for _p in (
 _BUILT_IN = frozenset(REGISTRY)
 
 
-def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int, int]:
+def step_code(policy: str, L: int, S: int, r: int, field: Any = None) -> tuple[int, int, int]:
     """The code a step with ``r`` input columns runs: ``(L_step, S_step, pad)``.
 
     The uncoded policies run ``(1, 0)`` and never pad.  A coded policy splits ``B`` into
@@ -214,6 +230,7 @@ def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int
         raise ArgumentError(f"r: the input's column count must be an int >= 1, got {r!r}")
     if policy_of(policy).uncoded:
         return 1, 0, 0
+    width: Callable[[int], int]
     if field is None:
         width = lambda l: 1  # noqa: E731
     else:
@@ -225,7 +242,7 @@ def step_code(policy: str, L: int, S: int, r: int, field=None) -> tuple[int, int
     return best, S, (-r) % block[best]
 
 
-def ideal_time(speeds, L: int, S: int) -> float:
+def ideal_time(speeds: npt.ArrayLike, L: int, S: int) -> float:
     """The ideal bound on a step's computation time: the step's total work with the ``(L+S)/L``
     redundancy, spread perfectly over the machines present, in the units of MATH.md §1 divided by
     ``L`` (work of the whole ``A @ B`` = 1)."""
@@ -233,7 +250,7 @@ def ideal_time(speeds, L: int, S: int) -> float:
     return float((L + S) / L / s.sum())
 
 
-def get_policy(name: str) -> Callable:
+def get_policy(name: str) -> Callable[..., Any]:  # Any: callers take a pull plan's base by getattr
     """The plan function of USCTEC-family policy ``name``."""
     p = policy_of(name)
     if p.plan is None:

@@ -19,12 +19,45 @@ Pure: no Ray.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from ..errors import PlanError
 from .plan import Group, Placement, RowBlock, StepPlan
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ..machines import MachineSpec
+    from .policies.pull import PullPlan
+    from .wire import StepRequest
+
+    # .families imports this module (and the import-cycle test counts type-only imports), so
+    # its Change and Present are Any here
+    class _Inner(Protocol):
+        """The family :class:`UnitsFamily` wraps (a ``UsctecFamily``), as it is used here."""
+
+        name: str
+        has_LS: bool
+        L: int
+        S: int
+
+        @property
+        def storage(self) -> Placement | None: ...
+        def sources(self) -> tuple[str, ...]: ...
+        def start(self, specs: list[MachineSpec]) -> Any: ...
+        def join(self, spec: MachineSpec) -> Any: ...
+        def forget(self, machine: str) -> None: ...
+        def repair(self, present: Any, S: int, n_cols: int | None = None) -> Any: ...
+        def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]
+                   ) -> Any: ...
+        def plan(self, policy: str, present: Any, S: int, request: StepRequest) -> object: ...
+        def restore(self, state: Placement | None) -> None: ...
+        def members(self) -> tuple[Hashable, ...]: ...
+        def state_key(self) -> object: ...
 
 __all__ = ["RowUnits", "row_units", "unit_count", "UnitsFamily", "MIN_UNITS", "ROWS_PER_UNIT",
            "HEAVY_SHARE", "MIN_CUTS", "COUNT_MULTIPLE"]
@@ -79,7 +112,7 @@ def unit_count(nnz: np.ndarray) -> int:
     return int(min(most, max(MIN_CUTS, total // max(step, 1.0))))
 
 
-def row_units(prefix) -> RowUnits | None:
+def row_units(prefix: npt.ArrayLike) -> RowUnits | None:
     """Units of about equal nonzeros for rows whose nonzeros before row ``i`` are
     ``prefix[i]`` (a CSR ``indptr``): :func:`unit_count` nonzero quantiles, each cut at
     the row edge nearest it, cuts falling on the same edge merged (a row heavier than a unit
@@ -147,7 +180,7 @@ def _step_rows(units: RowUnits, plan: StepPlan | None) -> StepPlan | None:
     return replace(plan, num_rows=units.num_rows, groups=groups)
 
 
-def plan_rows(units: RowUnits, plan):
+def plan_rows(units: RowUnits, plan: object) -> StepPlan | PullPlan | None:
     """``plan`` (a :class:`StepPlan`, or a pull plan holding some) over rows of ``A``."""
     from .policies.pull import PullPlan
 
@@ -161,7 +194,7 @@ def plan_rows(units: RowUnits, plan):
                     f"USCTEC-family policy")
 
 
-def change_rows(units: RowUnits, change):
+def change_rows(units: RowUnits, change: Any) -> Any:  # a .families.Change
     moves = tuple((src, *units.rows(a, b), m) for src, a, b, m in change.moves)
     shrink = {m: {src: tuple(units.rows(a, b) for a, b in ranges)
                   for src, ranges in kept.items()}
@@ -180,14 +213,15 @@ class UnitsFamily:
     budgets.  (The slack is not given always: a designed placement with it can differ from
     the one for exact budgets.)"""
 
-    def __init__(self, inner, units: RowUnits):
+    def __init__(self, inner: _Inner, units: RowUnits):
         self.inner, self.units = inner, units
         self.name, self.has_LS = inner.name, inner.has_LS
-        self._cache = (None, None)  # (the inner placement, it over rows)
+        # (the inner placement, it over rows)
+        self._cache: tuple[Placement | None, Placement | None] = (None, None)
         self._slack = False  # budgets given a unit of slack (class docstring)
 
     @property
-    def storage(self):
+    def storage(self) -> Placement | None:
         p = self.inner.storage
         if p is None:
             return None
@@ -195,53 +229,56 @@ class UnitsFamily:
             self._cache = (p, placement_rows(self.units, p))
         return self._cache[1]
 
-    def sources(self) -> tuple:
+    def sources(self) -> tuple[str, ...]:
         return self.inner.sources()
 
     def _budget(self, e: float) -> float:
         return min(1.0, float(e) + 1.0 / self.units.num_units) if self._slack else float(e)
 
-    def _need_slack(self, budgets, K: int) -> bool:
+    def _need_slack(self, budgets: Iterable[float], K: int) -> bool:
         n = self.units.num_units
         whole = sum(math.floor(float(e) * n + 1e-9) for e in budgets)
         return whole < K * n <= sum(float(e) for e in budgets) * n + 1e-6
 
-    def start(self, specs):
+    def start(self, specs: list[MachineSpec]) -> Any:
         self._slack = self._need_slack([s.storage for s in specs], self.inner.L + self.inner.S)
         specs = [replace(s, storage=self._budget(s.storage)) for s in specs]
         return change_rows(self.units, self.inner.start(specs))
 
-    def join(self, spec):
+    def join(self, spec: MachineSpec) -> Any:
         return change_rows(self.units, self.inner.join(replace(spec, storage=self._budget(
             spec.storage))))
 
-    def forget(self, machine) -> None:
+    def forget(self, machine: str) -> None:
         self.inner.forget(machine)
 
-    def repair(self, present, S: int, n_cols: int | None = None):
+    def repair(self, present: Any, S: int, n_cols: int | None = None) -> Any:
         self._slack = self._slack or self._need_slack(present.budgets.values(),
                                                       self.inner.L + S)
         present = replace(present, budgets={m: self._budget(e)
                                             for m, e in present.budgets.items()})
         return change_rows(self.units, self.inner.repair(present, S, n_cols))
 
-    def rescue(self, m, need: int, exclude: set, machines: list):
+    def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]
+               ) -> Any:
         return self.inner.rescue(m, need, exclude, machines)  # raises: usctec does not rescue
 
-    def plan(self, policy: str, present, S: int, request):
+    def plan(self, policy: str, present: Any, S: int, request: StepRequest
+             ) -> StepPlan | PullPlan | None:
         return plan_rows(self.units, self.inner.plan(policy, present, S, request))
 
-    def holders(self, rows: tuple, present) -> list:
-        return self.storage.holders_of(rows, present)
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]
+                ) -> list[tuple[int, int, list[Hashable]]]:
+        return cast(Placement, self.storage).holders_of(rows, present)
 
-    def snapshot(self):
+    def snapshot(self) -> Placement | None:
         return self.storage
 
-    def restore(self, state) -> None:
+    def restore(self, state: Placement | None) -> None:
         self.inner.restore(None if state is None else placement_units(self.units, state))
 
-    def members(self) -> tuple:
+    def members(self) -> tuple[Hashable, ...]:
         return self.inner.members()
 
-    def state_key(self):
+    def state_key(self) -> object:
         return self.inner.state_key()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
 
@@ -32,7 +33,7 @@ KINDS = ("value", "upper")
 """The kinds of observation :func:`observe` takes."""
 
 
-def _check_speed(name: str, value) -> float:
+def _check_speed(name: str, value: Any) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -47,10 +48,10 @@ class SpeedEstimate:
     """One machine's recent speed evidence: ``window`` holds the last (at most ``size``)
     observations, oldest first; :attr:`speed` is the speed to plan with."""
 
-    window: tuple
+    window: tuple[float, ...]
     size: int = 5
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ArgumentError(f"size: must be an int >= 1, got {self.size!r}")
         w = tuple(_check_speed("window", v) for v in self.window)
@@ -72,12 +73,12 @@ class SpeedEstimate:
                 f"size={self.size})")
 
 
-def new_estimate(initial_speed, size: int = 5) -> SpeedEstimate:
+def new_estimate(initial_speed: Any, size: int = 5) -> SpeedEstimate:
     """The estimate before any measurement: the window holds ``initial_speed`` alone."""
     return SpeedEstimate((_check_speed("initial_speed", initial_speed),), size)
 
 
-def observe(est: SpeedEstimate, value, kind: str = "value") -> SpeedEstimate:
+def observe(est: SpeedEstimate, value: Any, kind: str = "value") -> SpeedEstimate:
     """``est`` after one observation: a measured speed (``kind="value"``) or an upper bound on
     the speed from a cancelled task (``kind="upper"``; dropped unless below ``est.speed``)."""
     if not isinstance(est, SpeedEstimate):
@@ -90,7 +91,7 @@ def observe(est: SpeedEstimate, value, kind: str = "value") -> SpeedEstimate:
     return SpeedEstimate((est.window + (v,))[-est.size:], est.size)
 
 
-def rescale(est: SpeedEstimate, factor) -> SpeedEstimate:
+def rescale(est: SpeedEstimate, factor: Any) -> SpeedEstimate:
     """``est`` with every observation multiplied by ``factor`` (a change of units, e.g. from
     configured relative speeds to measured ones)."""
     if not isinstance(est, SpeedEstimate):

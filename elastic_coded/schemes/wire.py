@@ -11,9 +11,14 @@ result.  A :class:`Call` carries one machine's work for one step.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..machines import MachineSpec
 
 __all__ = ["TaskSpec", "Call", "CallResult", "packed", "unpacked", "packed_result",
            "packed_reply", "result_of", "BatchItem", "Reassignment", "Joined", "Rescued",
@@ -28,9 +33,9 @@ class TaskSpec:
     input's columns."""
 
     source: str
-    rows: tuple
+    rows: tuple[int, int]
     arg: int
-    cols: tuple | None
+    cols: tuple[int, int] | None
     piece: int
     position: int
 
@@ -38,7 +43,8 @@ class TaskSpec:
     def num_rows(self) -> int:
         return self.rows[1] - self.rows[0]
 
-    def __reduce__(self):  # a plain tuple: a step's calls carry hundreds of tasks
+    # a plain tuple: a step's calls carry hundreds of tasks
+    def __reduce__(self) -> tuple[Any, ...]:
         return (TaskSpec, (self.source, self.rows, self.arg, self.cols, self.piece,
                            self.position))
 
@@ -56,14 +62,14 @@ class Call:
     exchange (unified's Map) and return only the accounting."""
 
     step: int
-    tasks: tuple
+    tasks: tuple[TaskSpec, ...]
     total_products: int
     slow: float = 1.0
     pace_s: float | None = None
     crash_at: float | None = None
     keep: bool = False
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (Call, (self.step, self.tasks, self.total_products, self.slow, self.pace_s,
                        self.crash_at, self.keep))
 
@@ -76,7 +82,7 @@ class CallResult:
 
     machine: str
     step: int
-    results: tuple = field(repr=False)
+    results: tuple[np.ndarray, ...] = field(repr=False)
     rows: int
     products: int
     work: float
@@ -94,7 +100,7 @@ class CallResult:
         """The machine's busy time: what its speed is measured on."""
         return self.elapsed_s if self.paced_s is None else self.paced_s
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         """Results of one width and dtype travel as one array (one buffer, not one per task)
         and come back as views of it."""
         res = self.results
@@ -106,19 +112,19 @@ class CallResult:
         return (CallResult, (rest[0], rest[1], res, *rest[2:]))
 
 
-def _same_2d(arrays) -> bool:
+def _same_2d(arrays: Sequence[np.ndarray]) -> bool:
     a0 = arrays[0]
     return all(isinstance(a, np.ndarray) and a.ndim == 2 and a.shape[1] == a0.shape[1]
                and a.dtype == a0.dtype for a in arrays)
 
 
-def _unpack(packed, heights: tuple, rest: tuple) -> CallResult:
+def _unpack(packed: np.ndarray, heights: tuple[int, ...], rest: tuple[Any, ...]) -> CallResult:
     cuts = np.cumsum((0,) + heights)
     results = tuple(packed[a:b] for a, b in zip(cuts[:-1], cuts[1:]))
     return CallResult(rest[0], rest[1], results, *rest[2:])
 
 
-def packed(obj, inline: dict, by_ref: tuple) -> bytes:
+def packed(obj: object, inline: dict[int, Any], by_ref: tuple[int, ...]) -> bytes:
     """``obj`` (calls) with the inputs sent inside it (``inline``: ``{arg: array}``) and the
     ``arg`` s of those sent by reference beside it, pickled once by the sender.  Small
     objects cost Ray's serializer far more one by one (a call's tasks, a small array each)
@@ -126,7 +132,7 @@ def packed(obj, inline: dict, by_ref: tuple) -> bytes:
     return pickle.dumps((obj, inline, tuple(by_ref)), protocol=5)
 
 
-def unpacked(payload: bytes, refs) -> tuple:
+def unpacked(payload: bytes, refs: Iterable[Any]) -> tuple[Any, dict[int, Any]]:
     """``(obj, inputs)`` from :func:`packed` and the referenced inputs (Ray passes their
     values), ``inputs`` a mapping from a task's ``arg`` to its input."""
     obj, inputs, by_ref = pickle.loads(payload)
@@ -138,7 +144,8 @@ PACK_RESULTS_BELOW = 64 << 10
 """Result arrays (bytes, all of a reply's) below which a reply travels pickled once."""
 
 
-def packed_result(obj):
+def packed_result(obj: CallResult | tuple[BatchItem, ...]
+                  ) -> bytes | CallResult | tuple[BatchItem, ...]:
     """A worker's reply (a :class:`CallResult` or a tuple of :class:`BatchItem`) pickled
     into ``bytes`` when its results are small (:data:`PACK_RESULTS_BELOW`); large ones go
     as they are (Ray's own serialization shares their buffers).  Read back by
@@ -148,7 +155,7 @@ def packed_result(obj):
     return pickle.dumps(obj, protocol=5) if size < PACK_RESULTS_BELOW else obj
 
 
-def packed_reply(prep: PreparedStep):
+def packed_reply(prep: PreparedStep) -> bytes | PreparedStep:
     """The controller's answer pickled once, into ``bytes`` (Ray's serializer costs several
     times more on a plan's many small objects), unless it carries actor handles, which go
     through Ray's serializer, as does one the standard pickle cannot take (a plan holding a
@@ -161,7 +168,7 @@ def packed_reply(prep: PreparedStep):
         return prep
 
 
-def result_of(reply):
+def result_of(reply: object) -> Any:
     """A reply as sent (:func:`packed_result`, :func:`packed_reply`): unpickled if it was
     packed."""
     return pickle.loads(reply) if isinstance(reply, bytes) else reply
@@ -184,7 +191,7 @@ class Reassignment:
 
     machine: str
     handle: object = field(repr=False)
-    tasks: tuple = ()
+    tasks: tuple[TaskSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,7 @@ class Joined:
     """Machines added: the rows copied to them and their actor handles."""
 
     rows_moved: int
-    handles: dict = field(repr=False)
+    handles: dict[str, Any] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ class Rescued:
 
     machine: str
     handle: object = field(repr=False)
-    ranges: tuple = ()
+    ranges: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,8 +216,8 @@ class Snapshot:
     """The controller's view: machines present, speed estimates, the storage in force (a
     Placement or the scheme's storage) and the values moved to store it (unified)."""
 
-    machines: tuple
-    speeds: dict
+    machines: tuple[str, ...]
+    speeds: dict[str, float]
     storage: object = field(repr=False)
     values_moved: int = 0
 
@@ -232,7 +239,7 @@ class StepMeasured:
     other call."""
 
     policy: str
-    measured: dict
+    measured: dict[str, tuple[float, str]]
     t_total: float
     t_decode: float
     stragglers: int
@@ -252,10 +259,10 @@ class StepRequest:
     policy: str
     S: int | None
     n_cols: int
-    known: tuple = ()
+    known: tuple[str, ...] = ()
     ahead: bool = False
-    modes: tuple = ()
-    held: tuple = ()
+    modes: tuple[str, ...] = ()
+    held: tuple[int, ...] = ()
     """The serial numbers of the plans the driver holds (:attr:`PreparedStep.serial`): a plan
     it holds is not sent again."""
     report: StepMeasured | None = None
@@ -268,22 +275,22 @@ class PreparedStep:
     know yet, the membership changes and rows moved since the last answer, and speeds."""
 
     plan: object
-    handles: dict
-    joined: tuple
-    left: tuple
+    handles: dict[str, Any]
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
     rows_moved: int
-    speeds: dict
-    emulated: dict
+    speeds: dict[str, float]
+    emulated: dict[str, float]
     t_plan: float
-    specs: dict | None = None
+    specs: dict[str, MachineSpec] | None = None
     storage: object = None
     redesign: str | None = None
-    draining: tuple = ()
-    preempted: tuple = ()
-    restarted: tuple = ()
+    draining: tuple[str, ...] = ()
+    preempted: tuple[str, ...] = ()
+    restarted: tuple[str, ...] = ()
     """Machines back in a fresh worker process since the last answer (:mod:`~elastic_coded.
     runtime.restart`)."""
-    not_restarted: tuple = ()
+    not_restarted: tuple[tuple[str, str], ...] = ()
     """``(machine, why)`` for machines whose dead process was not restarted."""
     serial: int = 0
     """The plan's serial number (the controller counts its plans from a random start, so a

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
+from typing import Any
 
 from ...errors import ArgumentError
 from ...families import Family
@@ -24,24 +25,24 @@ from .unified import UnifiedOptions
 __all__ = ["policy_names", "family_of", "family_spec", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]
 
-def family_of(policy) -> str:
+def family_of(policy: Any) -> str:
     """The storage family of ``policy`` (:func:`~elastic_coded.schemes.registry.policy_of`; an
     unknown name gets the known ones)."""
     return policy_of(policy).family
 
 
-def family_spec(policy) -> Family:
+def family_spec(policy: Any) -> Family:
     """The :class:`~elastic_coded.families.Family` of ``policy``: what its scheme can do
     (``coded_LS``, ``masters``...), asked instead of comparing family names."""
     return _family(family_of(policy))
 
 
-def policy_names() -> tuple:
+def policy_names() -> tuple[str, ...]:
     """Every registered policy's name, sorted."""
     return tuple(sorted(REGISTRY))
 
 
-def parse_options(policy: str, options: Mapping):
+def parse_options(policy: str, options: Mapping[str, Any]) -> Any:  # the family's class
     """The typed options of ``policy`` from keyword arguments (or a config mapping); an unknown
     key is an error naming the known ones."""
     fam = family_of(policy)

@@ -17,24 +17,40 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable, Iterable
+from typing import Any, Protocol
 
 __all__ = ["Asking"]
+
+
+class _Queue(Protocol):
+    """What :meth:`Asking.fill` asks of a pull queue (:class:`~.queues.CodedQueue`,
+    :class:`~.dynamic_queue.DynamicQueue`); its units are the queue's own."""
+
+    @property
+    def dead(self) -> Collection[Hashable]: ...
+    def refresh(self, now: float) -> None: ...
+    def take_wakes(self) -> tuple[bool, Iterable[Hashable]]: ...
+    def resting(self, m: Hashable, now: float) -> float | None: ...
+    def calls_in_flight(self, m: Hashable) -> int: ...
+    def next_for(self, m: Hashable, now: float) -> list[Any]: ...
 
 
 class Asking:
     """The machines to ask at the next fill (module docstring), in plan order ``order``."""
 
-    def __init__(self, order):
+    def __init__(self, order: Iterable[Hashable]) -> None:
         self.order = tuple(order)
         self.index = {m: i for i, m in enumerate(self.order)}
-        self.ask: set = set(self.order)  # machines to ask at the next fill
-        self.resting: dict = {}          # machine -> when the queue may give it work again
-        self.naps: list = []             # heap of (that time, tie, machine), finite ones
+        self.ask: set[Hashable] = set(self.order)  # machines to ask at the next fill
+        # machine -> when the queue may give it work again
+        self.resting: dict[Hashable, float] = {}
+        # heap of (that time, tie, machine), finite ones
+        self.naps: list[tuple[float, int, Hashable]] = []
         self.asked = 0                   # ``next_for`` calls made (the queue's decisions)
         self.deciding_s = 0.0            # wall seconds spent in them
 
-    def freed(self, m) -> None:
+    def freed(self, m: Hashable) -> None:
         """One of ``m``'s calls ended (or it may have work again): asked at the next fill (a
         machine outside the plan, sent a call by other means, is never asked)."""
         if m in self.index:
@@ -46,7 +62,7 @@ class Asking:
         asked, or naps until a finite time."""
         return bool(self.ask or self.naps)
 
-    def _wake(self, q, asking: list, after: int) -> None:
+    def _wake(self, q: _Queue, asking: list[int], after: int) -> None:
         """Machines the queue says may have work again: asked in this fill when they come
         after place ``after`` in plan order, else at the next fill."""
         everyone, woken = q.take_wakes()
@@ -59,7 +75,7 @@ class Asking:
             else:
                 self.ask.add(m)
 
-    def _rest(self, q, m, now: float) -> None:
+    def _rest(self, q: _Queue, m: Hashable, now: float) -> None:
         w = q.resting(m, now)
         if w is None:
             self.ask.add(m)
@@ -68,7 +84,8 @@ class Asking:
         if w != math.inf:
             heapq.heappush(self.naps, (w, len(self.naps), m))
 
-    def fill(self, q, now: float, depth: int, room: Callable, send: Callable) -> None:
+    def fill(self, q: _Queue, now: float, depth: int, room: Callable[[Hashable], bool],
+             send: Callable[[Hashable, list[Any], float], object]) -> None:
         """Ask the machines that may get work, in plan order: each with ``room(m)`` asks
         ``q.next_for(m, now)`` until it has ``depth`` calls in flight or gets none, each
         answer sent with ``send(m, units, now)``.  A machine without room is skipped (it is

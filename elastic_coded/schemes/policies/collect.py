@@ -15,10 +15,19 @@ others.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, overload
+
 import numpy as np
 
 from ...algebra.mds import MDSCode
 from ..wire import TaskSpec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ...algebra.lagrange import LagrangeCode
+    from ..plan import StepPlan
 
 __all__ = ["LagrangeCollector", "MDSCollector", "decode_mds"]
 
@@ -32,15 +41,18 @@ class LagrangeCollector:
     decodes the waiting pieces from what is in hand when no more can come.  ``None``: the first
     ``L`` to arrive."""
 
-    def __init__(self, plan, code, patience: float | None = None):
+    def __init__(self, plan: StepPlan, code: LagrangeCode, patience: float | None = None
+                 ) -> None:
         self.plan, self.code = plan, code
         self.patience = None if code.field.exact else patience
-        self.results: dict[int, dict] = {pi: {} for pi in range(len(plan.pieces))}
-        self.partial: dict = {}
+        self.results: dict[int, dict[int, tuple[Hashable, np.ndarray]]] = {
+            pi: {} for pi in range(len(plan.pieces))}
+        self.partial: dict[tuple[int, int], dict[tuple[int, ...], np.ndarray]] = {}
         self.decoded: dict[int, np.ndarray] = {}
-        self.used_by: dict[int, tuple] = {}
-        self.positions: dict[int, tuple] = {}  # piece -> the positions it decoded from
-        self.late: dict[int, dict] = {}  # piece -> {position: (machine, H)} after it decoded
+        self.used_by: dict[int, tuple[Hashable, ...]] = {}
+        self.positions: dict[int, tuple[int, ...]] = {}  # piece -> the positions it decoded from
+        # piece -> {position: (machine, H)} after it decoded
+        self.late: dict[int, dict[int, tuple[Hashable, np.ndarray]]] = {}
         self.waited = 0  # results taken in beyond the first L of a piece, for its conditioning
         self._identity = code.identity  # a result is its piece's output (LagrangeCode)
 
@@ -51,7 +63,7 @@ class LagrangeCollector:
     def needs(self, task: TaskSpec) -> bool:
         return task.piece not in self.decoded
 
-    def add(self, machine, task: TaskSpec, H) -> bool:
+    def add(self, machine: Hashable, task: TaskSpec, H: Any) -> bool:
         """File one result; returns whether it was useful (its piece not yet decoded)."""
         pi = task.piece
         group_rows = self.plan.groups[self.plan.pieces[pi].group].rows
@@ -99,7 +111,8 @@ class LagrangeCollector:
         self.used_by[pi] = tuple(got[p][0] for p in use)
         self.positions[pi] = tuple(use)
 
-    def _whole(self, group_rows: tuple, piece: int, pos: int, rows: tuple, H):
+    def _whole(self, group_rows: tuple[int, int], piece: int, pos: int, rows: tuple[int, int],
+               H: Any) -> Any:
         """``H`` for the task's whole group, or ``None`` while parts of it are missing."""
         if tuple(rows) == tuple(group_rows):
             return H
@@ -115,7 +128,19 @@ class LagrangeCollector:
         return np.concatenate([parts[sp] for sp in sorted(parts)], axis=0)
 
 
-def decode_mds(code: MDSCode, got: dict, rows: bool = False) -> tuple:
+@overload
+def decode_mds(code: MDSCode, got: Mapping[int, tuple[Hashable, Any]],
+               rows: Literal[False] = False) -> tuple[np.ndarray, tuple[Hashable, ...]]: ...
+@overload
+def decode_mds(code: MDSCode, got: Mapping[int, tuple[Hashable, Any]], rows: Literal[True]
+               ) -> tuple[np.ndarray, tuple[Hashable, ...], tuple[int, ...]]: ...
+@overload
+def decode_mds(code: MDSCode, got: Mapping[int, tuple[Hashable, Any]], rows: bool = False
+               ) -> tuple[np.ndarray, tuple[Hashable, ...]] | tuple[
+                   np.ndarray, tuple[Hashable, ...], tuple[int, ...]]: ...
+def decode_mds(code: MDSCode, got: Mapping[int, tuple[Hashable, Any]], rows: bool = False
+               ) -> tuple[np.ndarray, tuple[Hashable, ...]] | tuple[
+                   np.ndarray, tuple[Hashable, ...], tuple[int, ...]]:
     """``A_m x_m`` from coded rows ``got = {index: (machine, value row)}`` (at least ``k``),
     systematic rows first (:meth:`~elastic_coded.algebra.mds.MDSCode.decode_any`).  Returns the
     data and the machines whose rows were used (and, with ``rows``, the coded rows used)."""
@@ -129,12 +154,13 @@ def decode_mds(code: MDSCode, got: dict, rows: bool = False) -> tuple:
 class MDSCollector:
     """Results of one heterogeneous-masters step, by master and coded row."""
 
-    def __init__(self, L: tuple, codes: tuple):
+    def __init__(self, L: tuple[int, ...], codes: tuple[MDSCode, ...]) -> None:
         self.L, self.codes = L, codes
-        self.rows: list[dict] = [{} for _ in L]   # master -> {coded row: (machine, value row)}
+        # master -> {coded row: (machine, value row)}
+        self.rows: list[dict[int, tuple[Hashable, np.ndarray]]] = [{} for _ in L]
         self.decoded: dict[int, np.ndarray] = {}
-        self.used_by: dict[int, tuple] = {}
-        self.used_rows: dict[int, tuple] = {}  # master -> the coded rows its decode used
+        self.used_by: dict[int, tuple[Hashable, ...]] = {}
+        self.used_rows: dict[int, tuple[int, ...]] = {}  # master -> the coded rows its decode used
 
     @property
     def done(self) -> bool:
@@ -143,10 +169,10 @@ class MDSCollector:
     def needs(self, task: TaskSpec) -> bool:
         return task.piece not in self.decoded
 
-    def have(self, m: int) -> set:
+    def have(self, m: int) -> set[int]:
         return set(self.rows[m])
 
-    def add(self, machine, task: TaskSpec, H) -> bool:
+    def add(self, machine: Hashable, task: TaskSpec, H: npt.ArrayLike) -> bool:
         m = task.piece
         got = self.rows[m]
         for i, row in enumerate(np.asarray(H)):

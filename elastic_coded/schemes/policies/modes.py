@@ -5,6 +5,8 @@ ahead.  Pure: no Ray.  (Re-exported by :mod:`.pull`.)"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = ["MODES", "PROBE_EVERY", "choose_mode", "next_mode", "prefer_pull"]
 
 MODES = ("pull", "eager", "lean")
@@ -16,7 +18,8 @@ PROBE_EVERY = 16
 steps: the whole ``(L, S)`` plan cancels its slowest calls, so it never sees who straggled."""
 
 
-def choose_mode(history, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str:
+def choose_mode(history: Iterable[tuple[bool, int]], pull_pays: bool,
+                probe_every: int = PROBE_EVERY) -> str:
     """``usctec-auto``'s execution of a step, from its recent steps (``history``: ``(observed,
     slowed)`` per step, oldest first; ``observed`` whether the step could see its stragglers,
     ``slowed`` how many it saw) and :func:`prefer_pull`:
@@ -37,7 +40,8 @@ def choose_mode(history, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str
     return "eager" if recent else "lean"
 
 
-def next_mode(history, mode: str, pull_pays: bool, probe_every: int = PROBE_EVERY) -> str:
+def next_mode(history: Iterable[tuple[bool, int]], mode: str, pull_pays: bool,
+              probe_every: int = PROBE_EVERY) -> str:
     """The execution :func:`choose_mode` is expected to pick for the step after one run in
     ``mode`` on ``history`` (its plan is asked for while that step runs): as if the step saw
     what its mode saw before (none slowed after a lean step, some after a pull step; an eager

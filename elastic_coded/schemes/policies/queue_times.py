@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .queue_base import _Running
+
 __all__ = ["pays_no_sooner", "outrun_rate"]
 
 
-def _call_ends(rs: list, products: dict, rate: float, now: float, lag: float = 0.0) -> tuple:
+def _call_ends(rs: Sequence[_Running], products: Mapping[object, int], rate: float, now: float,
+               lag: float = 0.0) -> tuple[float, dict[object, float]]:
     """``(when the machine is free, {call key: expected end})`` for a machine's running units
     ``rs`` (its calls in order, each call's units together), computing ``rate`` products a
     second, each call taking ``lag`` seconds more (:meth:`.queues.CodedQueue._ends`)."""
@@ -27,7 +34,7 @@ def _call_ends(rs: list, products: dict, rate: float, now: float, lag: float = 0
     return t, ends
 
 
-def pays_no_sooner(times: list, k: int, w: float, now: float, margin: float,
+def pays_no_sooner(times: Sequence[float], k: int, w: float, now: float, margin: float,
                    mine: float | None = None) -> float:
     """A time before which a coded backup taking ``w`` seconds cannot pay (the rule of
     :meth:`.queues.CodedQueue._backup`: its gain ``T_k - max(T_{k-1}, mine)`` above
@@ -51,15 +58,15 @@ def pays_no_sooner(times: list, k: int, w: float, now: float, margin: float,
     return now + max(0.0, d * (1 - 1e-9) - 1e-12)
 
 
-def _kth_with(times: list, k: int, x: float) -> float:
+def _kth_with(times: Sequence[float], k: int, x: float) -> float:
     """The ``k``-th smallest (1-based) of ``times`` (sorted, at least ``k`` long) and ``x``."""
     if x >= times[k - 1]:
         return times[k - 1]
     return x if k == 1 else max(times[k - 2], x)
 
 
-def outrun_rate(rs: list, key, products: dict, rate: float, now: float,
-                lag: float = 0.0) -> float | None:
+def outrun_rate(rs: Sequence[_Running], key: object, products: Mapping[object, int],
+                rate: float, now: float, lag: float = 0.0) -> float | None:
     """The rate of a machine whose call ``key`` is cancelled at ``now`` while it computes past
     its expected end: the call's work over the time it ran, less ``lag`` (it did not finish in
     that time), when below ``rate``; ``None`` for a call not started (``rs``: the machine's

@@ -21,10 +21,10 @@ paced by the model's latency ``S_k = mu N (1 + Exp(1))`` time units over its spe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from ...families.unified import (
 )
 from ..plan import PlanError
 from ..wire import TaskSpec
+
+if TYPE_CHECKING:
+    from ...algebra.fields import Field
 
 __all__ = ["UnifiedOptions", "UnifiedStorage", "plan_storage", "map_tasks", "map_latencies"]
 
@@ -57,7 +60,7 @@ class UnifiedOptions:
     grow: bool = True
     """Re-design to use machines that join."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         try:
             mu = as_mu(self.mu, 10 ** 6)
         except (TypeError, ValueError) as exc:
@@ -81,7 +84,7 @@ class UnifiedStorage:
     """The design in force: ``servers[k]`` is server ``k``; ``version`` names the source."""
 
     design: StorageDesign = field(repr=False)
-    servers: tuple
+    servers: tuple[Hashable, ...]
     version: int
     m: int
     N: int
@@ -99,9 +102,9 @@ class UnifiedStorage:
     def q(self) -> int:
         return self.design.q
 
-    def ranges_of(self, k: int) -> tuple:
+    def ranges_of(self, k: int) -> tuple[tuple[int, int], ...]:
         """Server ``k``'s coded rows as increasing ranges (one per run of its batches)."""
-        out: list = []
+        out: list[tuple[int, int]] = []
         beta = self.design.batch_size
         for b, T in enumerate(self.design.batches):
             if k in T:
@@ -112,13 +115,13 @@ class UnifiedStorage:
                     out.append((a, a + beta))
         return tuple(out)
 
-    def live(self, present) -> tuple:
+    def live(self, present: Iterable[Hashable]) -> tuple[int, ...]:
         """Server indices whose machine is present."""
         present = set(present)
         return tuple(k for k, mach in enumerate(self.servers) if mach in present)
 
 
-def _design(opts: UnifiedOptions, m: int, K: int, N: int, fld) -> StorageDesign:
+def _design(opts: UnifiedOptions, m: int, K: int, N: int, fld: Field | str) -> StorageDesign:
     """The design for ``K`` servers: ``q`` is the option, or, when fewer than ``q`` machines
     are present or ``N`` does not split, the largest ``q' <= min(q, K)`` with ``q' | N`` and
     ``mu q' >= 1``."""
@@ -142,8 +145,9 @@ def _fits(st: UnifiedStorage, N: int) -> bool:
     return d.m % rows_multiple(d.K, d.mu, N, d.q) == 0
 
 
-def plan_storage(opts: UnifiedOptions, m: int, present, old: UnifiedStorage | None, N: int,
-                 fld) -> tuple[UnifiedStorage, bool]:
+def plan_storage(opts: UnifiedOptions, m: int, present: Iterable[Hashable],
+                 old: UnifiedStorage | None, N: int,
+                 fld: Field | str) -> tuple[UnifiedStorage, bool]:
     """The design for the machines ``present`` and ``N`` inputs per step; returns it and whether
     it is new (then every server's rows must be re-encoded and re-stored)."""
     present = tuple(sorted(present, key=str))
@@ -173,12 +177,12 @@ def map_latencies(st: UnifiedStorage, N: int, rng: np.random.Generator) -> np.nd
     return sample_map_latencies(st.design.K, st.design.mu, N, rng)
 
 
-def map_tasks(st: UnifiedStorage, k: int) -> tuple:
+def map_tasks(st: UnifiedStorage, k: int) -> tuple[TaskSpec, ...]:
     """Server ``k``'s Map: its coded rows (increasing) times all the inputs."""
     return tuple(TaskSpec(st.source, r, 0, None, 0, k) for r in st.ranges_of(k))
 
 
-def store_orders(st: UnifiedStorage) -> dict:
+def store_orders(st: UnifiedStorage) -> dict[Hashable, tuple[tuple[int, int], ...]]:
     """``{machine: ((start, stop), ...)}``: what each server stores of ``st.source``."""
     return {mach: st.ranges_of(k) for k, mach in enumerate(st.servers)}
 
@@ -197,5 +201,5 @@ def coded_matrix(st: UnifiedStorage, A: np.ndarray) -> np.ndarray:
     return fld.matmul(st.design.generator, A)
 
 
-def speed_of(speeds: Mapping, machine) -> float:
+def speed_of(speeds: Mapping[str, float], machine: str) -> float:
     return float(speeds.get(machine, 1.0))
