@@ -337,8 +337,8 @@ class CodedQueue(_Base):
     def _shape(self, piece: int):
         """What :meth:`_candidate` reads of a piece that does not depend on the time:
         ``([(machine, call key, positions of the piece not done)], k, a unit, a free position
-        or None, when the first of the calls' machines is overdue)``, or ``None`` for no
-        candidate."""
+        or None, when the first of the calls' machines is overdue, those machines' dues
+        sorted)``, or ``None`` for no candidate."""
         calls = self._by_piece.get(piece)
         if not calls or piece in self.complete:
             return None
