@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import BudgetError, PlanError, ShortOfMachines  # noqa: F401  (their old home)
-
-if TYPE_CHECKING:
-    from .wire import TaskSpec
+from .wire import TaskSpec
 
 __all__ = ["RowBlock", "Placement", "Group", "Piece", "Task", "StepPlan", "PlanError",
            "ShortOfMachines"]
@@ -193,7 +191,6 @@ class StepPlan:
         ``A``, input position = the task's position), made once: a plan the driver holds from
         step to step sends the same tuples again (and the trace formats each once)."""
         if self._wire is None:
-            from .wire import TaskSpec
             wire = {m: tuple(TaskSpec("A", t.rows, t.position, t.cols, t.piece, t.position)
                              for t in ts) for m, ts in self.tasks().items()}
             object.__setattr__(self, "_wire", wire)

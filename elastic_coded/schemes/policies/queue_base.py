@@ -236,9 +236,8 @@ class _Base:
         return None
 
     def _orphan_for(self, m) -> list:
-        hset = self._hset
         for i, u in enumerate(self.orphans):   # the cheap test first: few machines hold a piece
-            if m in hset[u.piece] and not self.covered(u.piece):
+            if self.can_run(m, u) and not self.covered(u.piece):
                 self._touch()
                 return [self.orphans.pop(i)]
         return []
