@@ -265,9 +265,10 @@ def summary(out: str) -> str:
             "runtime.json")
         add("runtime, 20% churn per step: lost steps", str(ch["usctec"]["lost_steps"]), "0",
             ch["usctec"]["lost_steps"] == 0, "runtime.json")
-    # the 179 ms step with stragglers is the scale work's goal: 0.9x the best baseline
+    # the 179 ms step with stragglers: 0.8x the best baseline (the two-level work's goal; 0.9x
+    # before it)
     for name, bound, names in (("schedulers.json", 1.0, None),
-                               ("schedulers_179ms.json", 0.9, ("stragglers",))):
+                               ("schedulers_179ms.json", 0.8, ("stragglers",))):
         sc = _load(out, name)
         for key in sc["order"] if sc else ():
             s = sc["scenarios"][key]
