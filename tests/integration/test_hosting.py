@@ -143,7 +143,8 @@ def test_one_ping_answers_for_every_machine_of_a_process(ray_session):
     hs = {f"m{i}": _place(pool, f"m{i}", 0.0) for i in range(3)}
     host = hs["m0"].host
     _store(hs["m1"], np.ones((4, 2), dtype=np.int64))
-    kill(hs["m2"])
+    # kill() does not wait, and an async actor may serve the ping first: wait for the crash
+    ray.get(hs["m2"].host.crash.remote("m2"))
     got = asyncio.run(ping_process(host, ("m0", "m1", "m2", "never"), 10.0))
     assert got["m2"] == ("dead", False) and got["never"] == ("dead", False)
     assert got["m0"][0] == got["m1"][0] == "ok" and got["m1"][1]["rows"] == 4
