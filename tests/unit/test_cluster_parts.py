@@ -4,6 +4,7 @@ held whole) and the constructor's arguments."""
 
 from types import MappingProxyType, SimpleNamespace
 
+import numpy as np
 import pytest
 import ray.exceptions
 
@@ -15,7 +16,7 @@ from elastic_coded.runtime.arguments import code_of, option_fields
 from elastic_coded.runtime.context import ControllerClient, StepContext
 from elastic_coded.runtime.events import ChurnEvents
 from elastic_coded.runtime.planning import PLANS_HELD, PlanPipeline, PlanSetting, no_carry
-from elastic_coded.runtime.report import VERDICT_FIELDS, StepReport
+from elastic_coded.runtime.report import VERDICT_FIELDS, ReportLog, StepReport, summarize
 from elastic_coded.runtime.stepping import build_report
 from elastic_coded.runtime.tables import DriverTables
 from elastic_coded.runtime.verifying import Verdict
@@ -317,6 +318,20 @@ def test_a_report_without_a_verdict_reads_the_defaults():
     assert r.verified is None and r.caught == () and r.t_verify == 0.0
     assert r.to_dict()["improved"] == ()
 
+
+
+def test_the_report_log_keeps_a_window_and_sums_every_step():
+    """Its running summary over 40 steps equals :func:`summarize` of all 40 reports, while it
+    holds only the last 5 (its timings are kept in compact arrays, not lists)."""
+    rng = np.random.default_rng(3)
+    reports = [StepReport(i, "usctec", None, (), (), (), (), (), {}, (), 0, 0, 0.0, 0.0, 0.0,
+                          0.0, float(t), float(t) * s, 0.0, products=i)
+               for i, (t, s) in enumerate(zip(rng.random(40), rng.random(40)))]
+    log = ReportLog(window=5)
+    for r in reports:
+        log.append(r)
+    assert len(log) == 5 and [r.step for r in log] == list(range(35, 40))
+    assert log.summary() == summarize(reports) and log.summary()["steps"] == 40
 
 # -- the constructor's arguments ------------------------------------------------------------------
 def test_code_of_and_option_fields():
