@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -35,18 +35,22 @@ from ..families.usctec import (
     validate,
 )
 from ..machines import MachineSpec
-from .plan import Placement
+from .plan import Placement, StepPlan
 from .policies import hetero as het
 from .policies import unified as uni
+from .policies.pull import PullPlan
 from .policies.rules import hetero_needs_replan
 from .registry import get_policy, policy_of, step_code
 from .row_units import UnitsFamily, row_units
+from .wire import StepRequest
 
 __all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
            "HeteroFamily", "UnifiedFamily", "make_usctec", "make_hetero", "make_unified",
            "make_family"]
 
 log = logging.getLogger(__name__)
+_Spans = list[tuple[int, int, list[Hashable]]]   # rows (start, stop) and their holders
+_Plan = StepPlan | PullPlan
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,11 @@ class Present:
     """The machines present, in the order a family is to see them, with their storage budgets
     (fractions of the rows) and planning speeds."""
 
-    machines: tuple
-    budgets: Mapping = field(default_factory=dict)
-    speeds: Mapping = field(default_factory=dict)
+    machines: tuple[Hashable, ...]
+    budgets: Mapping[Hashable, float] = field(default_factory=dict)
+    speeds: Mapping[Hashable, float] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "machines", tuple(self.machines))
         for name in ("budgets", "speeds"):
             missing = [m for m in self.machines if m not in getattr(self, name)]
@@ -89,12 +93,12 @@ class Change:
     machines that keep fewer rows than they hold; ``redesign``: why the storage was designed
     anew (a re-encoding that replaced a design in force), else ``None``."""
 
-    moves: Sequence = ()   # made a tuple of tuples
-    shrink: Mapping = field(default_factory=dict)
-    puts: tuple = ()
+    moves: Sequence[tuple[str, int, int, Any]] = ()   # made a tuple of tuples (Any: a machine)
+    shrink: Mapping[Hashable, Mapping[str, het.Ranges]] = field(default_factory=dict)
+    puts: tuple[PutSource, ...] = ()
     redesign: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "moves", tuple(tuple(mv) for mv in self.moves))
         object.__setattr__(self, "puts", tuple(self.puts))
 
@@ -118,7 +122,7 @@ class Setup:
     seed: int = 0
     options: Any = None
     placement: str = "design"
-    masters: tuple = ()
+    masters: tuple[int, ...] = ()
     row_prefix: Any = None
 
 
@@ -136,18 +140,18 @@ class Family(Protocol):
 
     @property
     def storage(self) -> Any: ...
-    def sources(self) -> tuple: ...
-    def start(self, specs: list) -> Change: ...
+    def sources(self) -> tuple[str, ...]: ...
+    def start(self, specs: list[MachineSpec]) -> Change: ...
     def join(self, spec: MachineSpec) -> Change: ...
     def forget(self, machine: str) -> None: ...
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change: ...
-    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change: ...
-    def plan(self, policy: str, present: Present, S: int, request) -> Any: ...
-    def holders(self, rows: tuple, present) -> list: ...
+    def rescue(self, m: int, need: int, exclude: set[Any], machines: list[Hashable]) -> Change: ...
+    def plan(self, policy: str, present: Present, S: int, request: StepRequest) -> Any: ...
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans: ...
     def snapshot(self) -> Any: ...
-    def restore(self, state) -> None: ...
-    def members(self) -> tuple: ...
-    def state_key(self) -> Any: ...
+    def restore(self, state: Any) -> None: ...
+    def members(self) -> tuple[Any, ...]: ...   # machine ids (the runtime's: str)
+    def state_key(self) -> object: ...
 
 
 def _no_rescue(name: str, m: int) -> PlanError:
@@ -167,14 +171,14 @@ class UsctecFamily:
     has_LS = True
     pure_repair = True
 
-    def __init__(self, num_rows: int, L: int, S: int, field, seed: int = 0,
+    def __init__(self, num_rows: int, L: int, S: int, field: Any, seed: int = 0,
                  placement_kind: str = "design"):
         self.q, self.L, self.S, self.F, self.seed = int(num_rows), int(L), int(S), field, seed
         self.kind = placement_kind
         self.placement: Placement | None = None
 
     @property
-    def storage(self):
+    def storage(self) -> Placement | None:
         return self.placement
 
     @property
@@ -182,10 +186,10 @@ class UsctecFamily:
         """The placement, once :meth:`start` (or :meth:`restore`) made one."""
         return cast(Placement, self.placement)
 
-    def sources(self) -> tuple:
+    def sources(self) -> tuple[str, ...]:
         return ("A",)
 
-    def start(self, specs) -> Change:
+    def start(self, specs: list[MachineSpec]) -> Change:
         ids = [s.id for s in specs]
         budgets = [s.storage for s in specs]
         if self.kind == "cyclic":
@@ -199,22 +203,22 @@ class UsctecFamily:
                                               samples=16, seed=self.seed)
         return Change([("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)])
 
-    def join(self, spec) -> Change:
+    def join(self, spec: MachineSpec) -> Change:
         self.placement, moved = extend_placement(self._placed, spec.id, spec.storage)
         return Change([("A", a, b, m) for a, b, m in moved])
 
-    def forget(self, machine) -> None:
+    def forget(self, machine: Hashable) -> None:
         """A machine left: its copies are gone now (a later machine of the same id starts
         empty); the next repair restores the replication."""
         self.placement = self._placed.without(machine)
 
-    def snapshot(self):
+    def snapshot(self) -> Placement | None:
         return self.placement
 
-    def members(self) -> tuple:
+    def members(self) -> tuple[Hashable, ...]:
         return self._placed.machines
 
-    def restore(self, state) -> None:
+    def restore(self, state: Placement | None) -> None:
         self.placement = state
 
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
@@ -226,17 +230,17 @@ class UsctecFamily:
         budgets = {m: present.budgets[m] for m in ids}
         before = {m: self._placed.stored_rows(m) for m in ids}
         self.placement, moved = repair_placement(self._placed, ids, self.L, S, budgets)
-        got: dict = {}
+        got: dict[Hashable, int] = {}
         for a, b, m in moved:
             got[m] = got.get(m, 0) + b - a
         shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in ids
                   if self.placement.stored_rows(m) < before[m] + got.get(m, 0)}
         return Change([("A", a, b, m) for a, b, m in moved], shrink)
 
-    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+    def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]) -> Change:
         raise _no_rescue(self.name, m)
 
-    def plan(self, policy: str, present: Present, S: int, request):
+    def plan(self, policy: str, present: Present, S: int, request: StepRequest) -> _Plan:
         """The step's plan for its code (:func:`~elastic_coded.schemes.registry.step_code`:
         fewer column blocks than ``L`` for narrow inputs, never zero columns below ``L``)."""
         ids = list(present.machines)
@@ -244,17 +248,17 @@ class UsctecFamily:
         L_step, S_step, _ = step_code(policy, self.L, S, max(1, request.n_cols), self.F)
         modes = getattr(request, "modes", ())
         kw = {"modes": tuple(modes)} if modes and policy_of(policy).modes else {}
-        plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step, **kw)
-        base = getattr(plan, "base", plan)  # a pull plan: its base (its whole plans: checked)
-        if base is not None:
+        plan: _Plan = get_policy(policy)(self.placement, ids, sp, L_step, S_step, **kw)
+        base = cast("StepPlan | None", getattr(plan, "base", plan))
+        if base is not None:   # a pull plan: its base (its whole plans: checked)
             validate(base, self._placed)
         return plan
 
-    def holders(self, rows: tuple, present) -> list:
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
         """Present holders of ``rows``, cut at block boundaries (:meth:`Placement.holders_of`)."""
         return self._placed.holders_of(rows, present)
 
-    def state_key(self):
+    def state_key(self) -> Placement | None:
         return self.placement
 
 
@@ -264,46 +268,47 @@ class HeteroFamily:
     name = "hetero"
     has_LS = False
 
-    def __init__(self, opts: het.HeteroOptions, L: tuple, field_order, seed: int = 0):
+    def __init__(self, opts: het.HeteroOptions, L: Iterable[int], field_order: int | None,
+                 seed: int = 0):
         self.opts, self.Lm, self.seed = opts, tuple(L), seed
         self.caps = het.capacities(opts, self.Lm, field_order)
         self._storage: het.HeteroStorage | None = None
-        self.explicit: dict = {}
-        self._fresh: set = set()
+        self.explicit: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
+        self._fresh: set[Hashable] = set()
 
     @property
-    def storage(self):
+    def storage(self) -> het.HeteroStorage | None:
         return self._storage
 
-    def sources(self) -> tuple:
+    def sources(self) -> tuple[str, ...]:
         return tuple(het.source_name(m) for m in range(len(self.Lm)))
 
-    def _replan(self, machines: tuple, speeds: Mapping) -> Change:
+    def _replan(self, machines: tuple[Hashable, ...], speeds: Mapping[Hashable, float]) -> Change:
         self._storage, moves, shrink = het.plan_storage(
             self.opts, self.Lm, list(machines), {m: speeds[m] for m in machines},
             self._storage, self.explicit, self.caps, seed=self.seed, fresh=self._fresh)
         self._fresh = set()
         return Change(moves, shrink)
 
-    def start(self, specs) -> Change:
+    def start(self, specs: list[MachineSpec]) -> Change:
         ids = tuple(s.id for s in specs)
         self.explicit = het.explicit_columns(self.opts, len(self.Lm), ids)
         return Change(self._replan(ids, {s.id: s.speed for s in specs}).moves)
 
-    def join(self, spec) -> Change:
+    def join(self, spec: MachineSpec) -> Change:
         self._fresh.add(spec.id)
         return Change()  # stored at the next repair, with the plan that includes it
 
-    def snapshot(self):
+    def snapshot(self) -> tuple[het.HeteroStorage | None, set[Hashable]]:
         return (self._storage, set(self._fresh))
 
-    def members(self) -> tuple:
+    def members(self) -> tuple[Hashable, ...]:
         return () if self._storage is None else self._storage.machines
 
-    def restore(self, state) -> None:
+    def restore(self, state: tuple[het.HeteroStorage | None, Iterable[Hashable]]) -> None:
         self._storage, self._fresh = state[0], set(state[1])
 
-    def forget(self, machine) -> None:
+    def forget(self, machine: Hashable) -> None:
         pass
 
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
@@ -314,23 +319,24 @@ class HeteroFamily:
             return Change()
         return self._replan(present.machines, present.speeds)
 
-    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+    def rescue(self, m: int, need: int, exclude: set[int], machines: list[Hashable]) -> Change:
         """Fresh coded rows of master ``m`` on the first of ``machines`` (mid-step)."""
         # the storage start() planned
         self._storage, moves = het.rescue(cast(het.HeteroStorage, self._storage), m, need,
                                           exclude, machines)
         return Change(moves)
 
-    def plan(self, policy: str, present: Present, S: int, request):
+    def plan(self, policy: str, present: Present, S: int, request: StepRequest
+             ) -> het.HeteroStepPlan:
         st = cast(het.HeteroStorage, self._storage)   # the storage start() planned
         het.check_decodable(st, present.machines)
         rng = np.random.default_rng([self.seed, int(request.step)])
         return het.step_plan(st, rng)
 
-    def holders(self, rows: tuple, present) -> list:
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
         raise _no_holders(self.name)
 
-    def state_key(self):
+    def state_key(self) -> None:
         return None  # plans are drawn per step
 
 
@@ -340,19 +346,19 @@ class UnifiedFamily:
     name = "unified"
     has_LS = False
 
-    def __init__(self, opts: uni.UnifiedOptions, num_rows: int, field):
+    def __init__(self, opts: uni.UnifiedOptions, num_rows: int, field: Any):
         self.opts, self.q, self.F = opts, int(num_rows), field
         self._storage: uni.UnifiedStorage | None = None
         self.N = opts.N or opts.q
 
     @property
-    def storage(self):
+    def storage(self) -> uni.UnifiedStorage | None:
         return self._storage
 
-    def sources(self) -> tuple:
+    def sources(self) -> tuple[str, ...]:
         return () if self._storage is None else (self._storage.source,)
 
-    def _redesign(self, machines, N: int) -> Change:
+    def _redesign(self, machines: Iterable[Hashable], N: int) -> Change:
         st, new = uni.plan_storage(self.opts, self.q, list(machines), self._storage, N, self.F)
         if not new:
             return Change()
@@ -366,10 +372,10 @@ class UnifiedFamily:
                         values_rows=sum(b - a for _, a, b, _ in moves))
         return Change(moves, puts=(put,), redesign=None if old is None else st.reason)
 
-    def start(self, specs) -> Change:
+    def start(self, specs: list[MachineSpec]) -> Change:
         return self._redesign([s.id for s in specs], self.N)
 
-    def join(self, spec) -> Change:
+    def join(self, spec: MachineSpec) -> Change:
         """A machine joins: used at the next re-design; a re-used id of a server of the design in
         force gets that server's rows again at once (the coded source put again first if the
         runtime lost it, with a controller that died)."""
@@ -380,16 +386,16 @@ class UnifiedFamily:
         k = st.servers.index(spec.id)
         return Change([(st.source, a, b, spec.id) for a, b in st.ranges_of(k)], puts=(put,))
 
-    def forget(self, machine) -> None:
+    def forget(self, machine: Hashable) -> None:
         pass
 
-    def snapshot(self):
+    def snapshot(self) -> uni.UnifiedStorage | None:
         return self._storage
 
-    def members(self) -> tuple:
+    def members(self) -> tuple[Hashable, ...]:
         return ()  # servers that left stay in the design: the Map waits for those present
 
-    def restore(self, state) -> None:
+    def restore(self, state: uni.UnifiedStorage | None) -> None:
         self._storage = state
 
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
@@ -398,10 +404,11 @@ class UnifiedFamily:
         (:func:`~elastic_coded.schemes.policies.unified.plan_storage`); ``S`` does not enter."""
         return self._redesign(present.machines, self.N if n_cols is None else n_cols)
 
-    def rescue(self, m: int, need: int, exclude: set, machines: list) -> Change:
+    def rescue(self, m: int, need: int, exclude: set[int], machines: list[Hashable]) -> Change:
         raise _no_rescue(self.name, m)
 
-    def plan(self, policy: str, present: Present, S: int, request):
+    def plan(self, policy: str, present: Present, S: int, request: StepRequest
+             ) -> uni.UnifiedStorage:
         st = cast(uni.UnifiedStorage, self._storage)   # the design start() made
         live = st.live(present.machines)
         if len(live) < st.q:
@@ -409,10 +416,10 @@ class UnifiedFamily:
                             f"than q = {st.q}")
         return st
 
-    def holders(self, rows: tuple, present) -> list:
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
         raise _no_holders(self.name)
 
-    def state_key(self):
+    def state_key(self) -> None:
         return None
 
 
@@ -440,4 +447,4 @@ def make_family(name: str, setup: Setup) -> Family:
     (:func:`~elastic_coded.families.family_of`) made with ``setup``."""
     from ..families import family_of
 
-    return family_of(name).make_storage(setup)
+    return cast(Family, family_of(name).make_storage(setup))

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
-from .queue_base import _Base
+from .queue_base import QueueUnit, _Base
 
 __all__ = ["DynamicQueue"]
+
+# a running unit in backup order: (sent at, machine's place, call's seq, index, m, key, unit)
+_Run = tuple[float, int, int, int, Hashable, Hashable, QueueUnit]
+# what held when a machine last got nothing (:meth:`DynamicQueue._stamp`)
+_Stamp = tuple[str, int, bool] | tuple[str, int, int, int | None]
 
 
 class DynamicQueue(_Base):
@@ -18,28 +24,29 @@ class DynamicQueue(_Base):
     machine takes the first it stores; once none is left, it takes a backup copy of the
     longest-running chunk it stores that has no copy yet and is not its own."""
 
-    def __init__(self, chunks: list, holders: tuple, products: dict):
+    def __init__(self, chunks: Sequence[QueueUnit], holders: Sequence[Iterable[Hashable]],
+                 products: Mapping[object, int]):
         super().__init__(1, holders, products)
         self.chunks = list(chunks)
-        self.copied: set = set()
-        self.sent_at: dict = {}
+        self.copied: set[int] = set()
+        self.sent_at: dict[int, float] = {}
         self.backups = 0
-        self._taken: set = set()
-        self._mine: dict = {}                  # machine -> indexes of the chunks it stores
+        self._taken: set[int] = set()
+        self._mine: dict[Hashable, list[int]] = {}   # machine -> indexes of chunks it stores
         for i, u in enumerate(self.chunks):
             for h in self._hset[u.piece]:
                 self._mine.setdefault(h, []).append(i)
-        self._next: dict = {}                  # machine -> first of those maybe not taken
-        self._runs: list = []                  # running units in backup order (lazy deletes)
+        self._next: dict[Hashable, int] = {}   # machine -> first of those maybe not taken
+        self._runs: list[_Run] = []            # running units in backup order (lazy deletes)
         self._sends = 0
-        self._asleep: dict = {}                # machine -> what held when it last got nothing
+        self._asleep: dict[Hashable, _Stamp] = {}   # machine -> what held when it got nothing
 
     @property
-    def queue(self) -> list:
+    def queue(self) -> list[QueueUnit]:
         """The chunks no machine has taken yet, in row order."""
         return [u for i, u in enumerate(self.chunks) if i not in self._taken]
 
-    def sent(self, m, units, key, now: float) -> None:
+    def sent(self, m: Hashable, units: Sequence[QueueUnit], key: Hashable, now: float) -> None:
         super().sent(m, units, key, now)
         self._sends += 1
         if len(self._taken) == len(self.chunks):   # a chunk to copy for those storing it
@@ -52,7 +59,7 @@ class DynamicQueue(_Base):
             bisect.insort(self._runs, (at, self._order[m], seq, j, m, key, u),
                           key=lambda e: e[:4])
 
-    def _stamp(self, m, why: str) -> tuple:
+    def _stamp(self, m: Hashable, why: str) -> _Stamp:
         """What must change before ``m``, told ``[]`` for ``why``, can be given work: a loss
         (new orphans) or the last chunk taken when none left is its own; a send (a new running
         chunk to copy), a loss or one of its own calls ending when no backup was found."""
@@ -60,16 +67,16 @@ class DynamicQueue(_Base):
             return (why, self._losses, len(self._taken) == len(self.chunks))
         return (why, self._losses, self._sends, self._mver.get(m))
 
-    def resting(self, m, now: float):
+    def resting(self, m: Hashable, now: float) -> float | None:
         nap = self._asleep.get(m)
         return math.inf if nap is not None and nap == self._stamp(m, nap[0]) else None
 
-    def _nothing(self, m, why: str) -> list:
+    def _nothing(self, m: Hashable, why: str) -> list[QueueUnit]:
         if not self.orphans:
             self._asleep[m] = self._stamp(m, why)
         return []
 
-    def next_for(self, m, now: float) -> list:
+    def next_for(self, m: Hashable, now: float) -> list[QueueUnit]:
         if m in self.dead or self.resting(m, now) is not None:
             return []   # nothing it needs has changed since it last got nothing
         out = self._orphan_for(m)
@@ -95,11 +102,11 @@ class DynamicQueue(_Base):
         self._touch()
         return [u]
 
-    def _gone(self, e) -> bool:
+    def _gone(self, e: _Run) -> bool:
         return (e[4], e[5]) not in self._calls or e[6].piece in self.complete \
             or e[6].piece in self.copied
 
-    def _backup_for(self, m):
+    def _backup_for(self, m: Hashable) -> QueueUnit | None:
         """The running unit started first, on another machine, that ``m`` stores and whose
         piece has no copy yet and is not ``m``'s own."""
         own = {r.unit.piece for r in self.running.get(m, [])}

@@ -21,7 +21,7 @@ a0 / (s L_m)`` and ``u[m,n] = u0 s L_m``, so a speed-1 machine computing all ``L
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,12 @@ ASSIGNMENTS = ("iterated_greedy", "simple_greedy", "exact", "probabilistic", "un
 
 _EXACT_TIME_LIMIT = 30.0
 
+Ranges = tuple[tuple[int, int], ...]
+"""Row ranges ``((start, stop), ...)`` of a master's coded rows."""
+Move = tuple[str, int, int, Hashable]
+"""Coded rows to send: ``(source, start, stop, machine)``."""
+_Columns = tuple[np.ndarray, np.ndarray]   # a machine's explicit (a column, u column)
+
 
 def source_name(m: int) -> str:
     """The coded source of master ``m``."""
@@ -76,7 +82,7 @@ class HeteroOptions:
     capacity: float = 4.0
     """Coded rows per master, as a multiple of ``L_m`` (bounded by the field's order)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.assignment not in ASSIGNMENTS:
             raise ArgumentError(f"assignment: {self.assignment!r} is not a known method; known: "
                                 f"{', '.join(ASSIGNMENTS)}")
@@ -99,18 +105,18 @@ class HeteroStorage:
     ``assignment`` and integer ``loads`` (``M x len(machines)``) over ``machines`` (in the
     problem's column order), the model ``problem``, and each master's code ``capacity``."""
 
-    L: tuple
-    machines: tuple
+    L: tuple[int, ...]
+    machines: tuple[Hashable, ...]
     problem: HeteroProblem = field(repr=False)
     assignment: Assignment = field(repr=False)
     loads: np.ndarray = field(repr=False)
-    blocks: tuple = field(repr=False)
-    capacity: tuple = ()
+    blocks: tuple[Mapping[Hashable, Ranges], ...] = field(repr=False)
+    capacity: tuple[int, ...] = ()
 
-    def rows_of(self, m: int, machine) -> tuple:
+    def rows_of(self, m: int, machine: Hashable) -> Ranges:
         return self.blocks[m].get(machine, ())
 
-    def holders(self, m: int) -> tuple:
+    def holders(self, m: int) -> tuple[Hashable, ...]:
         return tuple(n for n, r in self.blocks[m].items() if r)
 
 
@@ -120,22 +126,22 @@ class HeteroStepPlan:
     units of its task), the storage it runs on, and ``t_star`` per master."""
 
     storage: HeteroStorage = field(repr=False)
-    serve: Mapping
-    pace: Mapping
-    t_star: tuple
+    serve: Mapping[Hashable, int]
+    pace: Mapping[Hashable, float]
+    t_star: tuple[float, ...]
     c_int: float = 0.0
 
     @property
-    def available(self) -> tuple:
+    def available(self) -> tuple[Hashable, ...]:
         return self.storage.machines
 
     @property
-    def L(self) -> tuple:
+    def L(self) -> tuple[int, ...]:
         return self.storage.L
 
-    def tasks_for(self, machine, m: int) -> tuple:
+    def tasks_for(self, machine: Hashable, m: int) -> tuple[TaskSpec, ...]:
         """``machine``'s tasks for master ``m``: one per stored range of ``C{m}``."""
-        out = []
+        out: list[TaskSpec] = []
         for a, b in self.storage.rows_of(m, machine):
             out.append(TaskSpec(source_name(m), (a, b), m, None, m, a))
         return tuple(out)
@@ -143,8 +149,9 @@ class HeteroStepPlan:
 
 # -- the model of the machines present ---------------------------------------------------------
 
-def _problem(opts: HeteroOptions, L: tuple, machines: tuple, speeds: Mapping,
-             explicit: Mapping) -> HeteroProblem:
+def _problem(opts: HeteroOptions, L: Sequence[int], machines: Sequence[Hashable],
+             speeds: Mapping[Hashable, float], explicit: Mapping[Hashable, _Columns]
+             ) -> HeteroProblem:
     M = len(L)
     if len(machines) <= M:
         raise PlanError(f"machines: hetero needs more machines than masters, got "
@@ -162,7 +169,8 @@ def _problem(opts: HeteroOptions, L: tuple, machines: tuple, speeds: Mapping,
     return HeteroProblem(L=Lv, a=a, u=u)
 
 
-def explicit_columns(opts: HeteroOptions, M: int, machines: tuple) -> dict:
+def explicit_columns(opts: HeteroOptions, M: int, machines: Sequence[Hashable]
+                     ) -> dict[Hashable, _Columns]:
     """``{machine: (a column, u column)}`` from the options' explicit ``a``/``u``."""
     if opts.a is None:
         return {}
@@ -192,7 +200,7 @@ def _assign(opts: HeteroOptions, P: HeteroProblem, seed: int) -> tuple[Assignmen
 
 # -- storage -----------------------------------------------------------------------------------
 
-def take_rows(ranges: Sequence, count: int) -> tuple:
+def take_rows(ranges: Iterable[tuple[int, int]], count: int) -> Ranges:
     """The first ``count`` rows of ``ranges``."""
     out, left = [], count
     for a, b in ranges:
@@ -204,7 +212,7 @@ def take_rows(ranges: Sequence, count: int) -> tuple:
     return tuple(out)
 
 
-def _free_ranges(capacity: int, held: list) -> list:
+def _free_ranges(capacity: int, held: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Row ranges of ``[0, capacity)`` that no range of ``held`` covers, increasing."""
     out, at = [], 0
     for a, b in sorted(held):
@@ -216,8 +224,8 @@ def _free_ranges(capacity: int, held: list) -> list:
     return out
 
 
-def _merge(ranges) -> tuple:
-    out: list = []
+def _merge(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    out: list[tuple[int, int]] = []
     for a, b in sorted(ranges):
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
@@ -226,7 +234,8 @@ def _merge(ranges) -> tuple:
     return tuple(out)
 
 
-def _place_master(need: Mapping, old: Mapping, capacity: int, m: int) -> tuple[dict, list]:
+def _place_master(need: Mapping[Hashable, int], old: Mapping[Hashable, Ranges], capacity: int,
+                  m: int) -> tuple[dict[Hashable, Ranges], list[tuple[int, int, Hashable]]]:
     """Blocks of one master for the row counts ``need`` (``{machine: rows}``): keep what each
     machine holds (up to its need), then top up from rows no present machine keeps.  Returns
     the blocks and the moves ``[(start, stop, machine), ...]``."""
@@ -235,7 +244,7 @@ def _place_master(need: Mapping, old: Mapping, capacity: int, m: int) -> tuple[d
     blocks, moves = {}, []
     for n in sorted(need, key=str):
         short = need[n] - sum(b - a for a, b in kept[n])
-        extra = []
+        extra: list[tuple[int, int]] = []
         while short > 0:
             if not free:
                 raise PlanError(f"capacity: master {m}'s code of {capacity} coded rows is "
@@ -253,7 +262,8 @@ def _place_master(need: Mapping, old: Mapping, capacity: int, m: int) -> tuple[d
     return blocks, moves
 
 
-def capacities(opts: HeteroOptions, L: tuple, field_order: int | None) -> tuple:
+def capacities(opts: HeteroOptions, L: Iterable[int], field_order: int | None
+               ) -> tuple[int, ...]:
     """Coded rows of each master's source: ``capacity * L_m``, at most the field's order."""
     caps = []
     for m, Lm in enumerate(L):
@@ -267,9 +277,11 @@ def capacities(opts: HeteroOptions, L: tuple, field_order: int | None) -> tuple:
     return tuple(caps)
 
 
-def plan_storage(opts: HeteroOptions, L: tuple, machines, speeds: Mapping, old: HeteroStorage |
-                 None, explicit: Mapping, caps: tuple, seed: int = 0,
-                 fresh=()) -> tuple[HeteroStorage, list, dict]:
+def plan_storage(opts: HeteroOptions, L: Sequence[int], machines: Iterable[Hashable],
+                 speeds: Mapping[Hashable, float], old: HeteroStorage | None,
+                 explicit: Mapping[Hashable, _Columns], caps: Sequence[int], seed: int = 0,
+                 fresh: Container[Hashable] = ()
+                 ) -> tuple[HeteroStorage, list[Move], dict[Hashable, dict[str, Ranges]]]:
     """Assignment, loads and blocks for the ``machines`` present (see the module docstring);
     ``caps``: coded rows of each master's source (:func:`capacities`); ``fresh``: machines that
     hold nothing whatever ``old`` says (a re-used id).
@@ -281,7 +293,7 @@ def plan_storage(opts: HeteroOptions, L: tuple, machines, speeds: Mapping, old: 
     asg, loads = _assign(opts, P, seed)
     M = len(L)
     blocks, moves = [], []
-    shrink: dict = {}
+    shrink: dict[Hashable, dict[str, Ranges]] = {}
     for m in range(M):
         need = {n: int(loads[m, j]) for j, n in enumerate(machines) if loads[m, j] > 0}
         prev = {} if old is None else {n: r for n, r in old.blocks[m].items()
@@ -297,9 +309,9 @@ def plan_storage(opts: HeteroOptions, L: tuple, machines, speeds: Mapping, old: 
     return st, moves, shrink
 
 
-def ranges_minus(ranges, rows: set) -> tuple:
+def ranges_minus(ranges: Iterable[tuple[int, int]], rows: Container[int]) -> Ranges:
     """``ranges`` without the rows in ``rows``, as ranges."""
-    out = []
+    out: list[tuple[int, int]] = []
     for a, b in ranges:
         start = None
         for i in range(a, b):
@@ -314,7 +326,8 @@ def ranges_minus(ranges, rows: set) -> tuple:
     return tuple(out)
 
 
-def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tuple:
+def rescue(st: HeteroStorage, m: int, need: int, exclude: Iterable[int],
+           machines: Sequence[Hashable]) -> tuple[HeteroStorage, list[Move]]:
     """Fresh coded rows of master ``m`` for the middle of a step: ``need`` rows that no machine
     present holds and that are not in ``exclude`` (received or in flight), given to the first
     of ``machines`` (best first; the controller tries the next when storing fails).  Returns the
@@ -329,13 +342,13 @@ def rescue(st: HeteroStorage, m: int, need: int, exclude: set, machines) -> tupl
                         f"raise the option capacity")
     n = machines[0]
     blocks = list(st.blocks)
-    blocks[m] = dict(blocks[m], **{n: _merge(blocks[m].get(n, ()) + tuple(extra))})
+    blocks[m] = {**blocks[m], n: _merge(blocks[m].get(n, ()) + tuple(extra))}
     new = HeteroStorage(st.L, st.machines, st.problem, st.assignment, st.loads, tuple(blocks),
                         st.capacity)
     return new, [(source_name(m), a, b, n) for a, b in extra]
 
 
-def check_decodable(st: HeteroStorage, present) -> None:
+def check_decodable(st: HeteroStorage, present: Iterable[Hashable]) -> None:
     """Every master's coded rows held by ``present`` machines number at least ``L_m``."""
     present = set(present)
     for m, Lm in enumerate(st.L):
@@ -371,18 +384,19 @@ def step_plan(st: HeteroStorage, rng: np.random.Generator) -> HeteroStepPlan:
                           c_int=max(pace.values(), default=0.0))
 
 
-def row_time(st: HeteroStorage, m: int, machine) -> float:
+def row_time(st: HeteroStorage, m: int, machine: Hashable) -> float:
     """Expected processing time per coded row of master ``m`` on ``machine``: ``a + 1/u``
     (the model's ``E[T] = a l + l/u`` over ``l``)."""
     j = st.machines.index(machine)
     return float(st.problem.a[m, j] + 1.0 / st.problem.u[m, j])
 
 
-def row_asks(storage: HeteroStorage, m: int, need: int, exclude: set, usable) -> list:
+def row_asks(storage: HeteroStorage, m: int, need: int, exclude: Iterable[int],
+             usable: Iterable[Hashable]) -> list[tuple[Hashable, Ranges]]:
     """``[(machine, ranges)]``: ``need`` coded rows of master ``m`` not in ``exclude``, from
     the machines ``usable`` storing them, in id order (a repair's fresh rows: the runtime's
     checks and the simulator ask the same machines)."""
-    out = []
+    out: list[tuple[Hashable, Ranges]] = []
     for n in sorted((n for n in usable if n in storage.machines), key=str):
         if need <= 0:
             break

@@ -42,13 +42,17 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ...errors import ArgumentError, PlanError
-from ..plan import Group, Piece, StepPlan
+from ..plan import Group, Piece, Placement, RowBlock, StepPlan, Task
 from .modes import MODES, PROBE_EVERY, choose_mode, next_mode, prefer_pull  # noqa: F401
 from .queues import CodedQueue, DynamicQueue  # noqa: F401
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["Unit", "PullPlan", "PullOptions", "subdivide", "units_for", "CodedQueue",
            "DynamicQueue", "chunk_rows", "coded_pull_plan", "dynamic_plan", "prefer_pull",
@@ -65,8 +69,8 @@ class Unit:
 
     piece: int
     position: int
-    rows: tuple
-    cols: tuple | None = None
+    rows: tuple[int, int]
+    cols: tuple[int, int] | None = None
 
     @property
     def num_rows(self) -> int:
@@ -82,7 +86,7 @@ class PullPlan:
     base: StepPlan | None
     """``None`` when ``usctec-auto`` was asked only for its whole plans (``modes``)."""
     S: int
-    holders: tuple
+    holders: tuple[tuple[Hashable, ...], ...]
     copies: bool = False
     chunks: int = 0
     """``dynamic`` only: the number of equal row chunks asked for (each is also cut at the
@@ -93,7 +97,7 @@ class PullPlan:
     lean: StepPlan | None = None
     """``usctec-auto`` only: the plan for ``(1, 0)`` (the rows split in proportion to the
     speeds, nothing to decode), dispatched whole when no machine straggles."""
-    code: tuple = ()
+    code: tuple[int, ...] = ()
     """``(L, S)`` of the pull code, kept when ``base`` is not planned."""
 
     L = property(lambda self: self.base.L if self.base is not None else self.code[0])
@@ -115,10 +119,10 @@ class PullPlan:
         """Whether the plan for ``mode`` (``"pull"``, ``"eager"``, ``"lean"``) was made."""
         return {"pull": self.base, "eager": self.eager, "lean": self.lean}[mode] is not None
 
-    def iter_pieces(self):
-        return self.base.iter_pieces()
+    def iter_pieces(self) -> Iterator[tuple[int, Piece, Group]]:
+        return cast(StepPlan, self.base).iter_pieces()   # the pull plan, as tasks()
 
-    def tasks(self) -> dict:
+    def tasks(self) -> dict[Hashable, list[Task]]:
         return cast(StepPlan, self.base).tasks()   # the pull plan: the one a step runs
 
     def __repr__(self) -> str:
@@ -132,7 +136,7 @@ def _split(a: int, b: int, n: int) -> list[tuple[int, int]]:
     return [(cuts[i], cuts[i + 1]) for i in range(n)]
 
 
-def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
+def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict[Hashable, list[Unit]]]:
     """``plan`` with every group cut into sub-groups, so that each machine's share comes in
     about ``units`` units (a group is cut into ``ceil(units * |group| / rows)`` sub-groups,
     ``rows`` the smallest share of the machines computing it).  Returns the new plan and
@@ -141,10 +145,10 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
         raise ArgumentError(f"units: must be an int >= 1, got {units!r}")
     base = cast(StepPlan, plan.base)   # units cut the pull plan, made for every pull step
     share = base.rows_computed()
-    groups: list = []
-    pieces: list = []
-    holders: list = []
-    by_group: dict = {}
+    groups: list[Group] = []
+    pieces: list[Piece] = []
+    holders: list[tuple[Hashable, ...]] = []
+    by_group: dict[int, list[Piece]] = {}
     for p in base.pieces:
         by_group.setdefault(p.group, []).append(p)
     for g, grp in enumerate(base.groups):
@@ -158,7 +162,7 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
             pieces.extend(Piece(gi, p.cols, p.machines) for p in mine)
     new_base = replace(base, groups=tuple(groups), pieces=tuple(pieces))
     out = replace(plan, base=new_base, holders=tuple(holders))
-    queues: dict = {m: [] for m in base.available}
+    queues: dict[Hashable, list[Unit]] = {m: [] for m in base.available}
     for pi, piece in enumerate(new_base.pieces):
         for pos, m in enumerate(piece.machines):
             queues[m].append(Unit(pi, pos, groups[piece.group].rows, piece.cols))
@@ -166,7 +170,7 @@ def subdivide(plan: PullPlan, units: int) -> tuple[PullPlan, dict]:
 
 
 def units_for(expected_s: float, machines: int, call_cost_s: float,
-              bounds: tuple = AUTO_UNITS) -> int:
+              bounds: tuple[int, int] = AUTO_UNITS) -> int:
     """How many units a machine's share is cut into: as many as keep the driver's cost of the
     calls (``call_cost_s`` each, ``machines`` machines) within a quarter of the step's expected
     time ``expected_s``, between ``bounds``."""
@@ -177,7 +181,8 @@ def units_for(expected_s: float, machines: int, call_cost_s: float,
     return max(lo, min(hi, n))
 
 
-def chunk_rows(placement_blocks, num_rows: int, chunks: int) -> list[tuple[int, int]]:
+def chunk_rows(placement_blocks: Sequence[RowBlock], num_rows: int, chunks: int
+               ) -> list[tuple[int, int]]:
     """``dynamic``'s chunks: the rows cut into about ``chunks`` equal ranges, each also cut at
     the placement's block boundaries (a chunk is stored whole by every holder of its block)."""
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
@@ -209,7 +214,7 @@ class PullOptions:
     0.6 ms of driver time a call and, on a 2-core host, 1.8 ms of the host's CPU (0.9 ms of its
     two cores) more.  It was 3 ms when a call cost the driver 3-5x what it does now."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.units != "auto" and (isinstance(self.units, bool) or
                                      not isinstance(self.units, int) or self.units < 1):
             raise ArgumentError(f"units: must be 'auto' or an int >= 1, got {self.units!r}")
@@ -221,18 +226,19 @@ class PullOptions:
             raise ArgumentError(f"call_cost_s: must be a number > 0, got {self.call_cost_s!r}")
 
 
-def _group_holders(placement, groups, present) -> tuple:
+def _group_holders(placement: Placement, groups: Iterable[Group], present: Iterable[Hashable]
+                   ) -> tuple[tuple[Hashable, ...], ...]:
     """The present machines storing each group's rows entirely: the present holders common
     to every block the rows overlap (the blocks sorted once, each group's found by bisection)."""
     present = set(present)
     blocks = sorted(placement.blocks, key=lambda b: b.start)
     starts = [b.start for b in blocks]
     held = [frozenset(h for h in b.holders if h in present) for b in blocks]
-    out = []
+    out: list[tuple[Hashable, ...]] = []
     for grp in groups:
         a, b = grp.rows
         i = max(0, bisect.bisect_right(starts, a) - 1)
-        hs = None
+        hs: frozenset[Hashable] | None = None
         while i < len(blocks) and blocks[i].start < b:
             if blocks[i].stop > a:
                 hs = held[i] if hs is None else hs & held[i]
@@ -241,8 +247,9 @@ def _group_holders(placement, groups, present) -> tuple:
     return tuple(out)
 
 
-def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = False,
-                    modes: tuple | None = None) -> PullPlan:
+def coded_pull_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                    L: int, S: int, eager: bool = False, modes: Sequence[str] | None = None
+                    ) -> PullPlan:
     """``usctec-pull``: the USCTEC plan for ``(L, 0)`` (each group's ``L`` positions on machines
     storing it, loads in proportion to ``speeds``), with ``S`` coded backups per piece.
     ``eager``: also the plan for ``(L, S)`` and the ``(1, 0)`` one (``usctec-auto``), checked
@@ -267,8 +274,8 @@ def coded_pull_plan(placement, available, speeds, L: int, S: int, eager: bool = 
     return PullPlan(base, S, holders, eager=full, lean=lean, code=(L, S))
 
 
-def dynamic_plan(placement, available, speeds, L: int, S: int, chunks: int | None = None
-                 ) -> PullPlan:
+def dynamic_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
+                 L: int, S: int, chunks: int | None = None) -> PullPlan:
     """``dynamic``: uncoded chunks of about ``num_rows / chunks`` rows (default 8 per machine),
     cut at the placement's blocks; speeds are not used (the machines' pulling adapts to them)."""
     avail = tuple(available)
@@ -281,6 +288,7 @@ def dynamic_plan(placement, available, speeds, L: int, S: int, chunks: int | Non
             raise PlanError(f"dynamic: no machine present stores rows {r[0]}:{r[1]}")
     groups = tuple(replace(g, machines=h) for g, h in zip(groups, holders))
     pieces = tuple(Piece(g, None, (h[0],)) for g, h in enumerate(holders))
-    base = StepPlan(1, 0, placement.num_rows, avail, tuple(float(s) for s in speeds), groups,
+    sp = cast("Iterable[float]", speeds)   # one number per machine
+    base = StepPlan(1, 0, placement.num_rows, avail, tuple(float(s) for s in sp), groups,
                     pieces, tuple(0.0 for _ in avail), 0.0, 0.0)
     return PullPlan(base, 0, holders, copies=True, chunks=n)

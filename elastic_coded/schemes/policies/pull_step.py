@@ -17,11 +17,12 @@ its zero columns (``num_rows * L * columns per coded block``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Hashable, Iterable, Mapping, Sequence, Sized
+from typing import Any, cast
 
 import numpy as np
 
+from ..plan import Placement
 from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
@@ -57,7 +58,7 @@ steps, results wait on the host a quarter of the time for 1.5-2.5x a call's expe
 (capped at half a call, ``usctec-pull`` still made 80 backups a step to the simulator's 48)."""
 
 
-def next_lag(lags, batch_s: float, prev: float = 0.0) -> float:
+def next_lag(lags: Iterable[float], batch_s: float, prev: float = 0.0) -> float:
     """The seconds the next pull step's coded queue expects every call to take beyond its work
     (:attr:`~.pull.CodedQueue.lag_s`): the :data:`LAG_QUANTILE` quantile of what this step's
     returned calls took beyond their expected time (``lags``, as the driver saw them: the
@@ -73,7 +74,7 @@ def next_lag(lags, batch_s: float, prev: float = 0.0) -> float:
     return min(max(q, 0.0), LAG_CAP * max(float(batch_s), 0.0))
 
 
-def lag_after(queue, prev: float) -> float:
+def lag_after(queue: pl.CodedQueue | pl.DynamicQueue, prev: float) -> float:
     """The lag the next pull step allows after a step run by ``queue`` given ``prev``:
     :func:`next_lag` of a coded queue's returned calls; ``prev`` after ``dynamic``'s queue,
     which has no expected times."""
@@ -82,16 +83,17 @@ def lag_after(queue, prev: float) -> float:
     return float(prev)
 
 
-def unit_rates(available, speeds: Mapping, per: float) -> dict:
+def unit_rates(available: Iterable[Hashable], speeds: Mapping[Hashable, float], per: float
+               ) -> dict[Hashable, float]:
     """Products per second expected of each machine before it returns a unit: its speed
     estimate times ``per``, the products per second per unit of speed (emulation: ``total /
     time_scale``; at real speed the last pull step's measured figure)."""
     return {m: float(speeds.get(m, 1.0)) * per for m in available}
 
 
-def expected_seconds(plan, rates: Mapping, total: int) -> float:
+def expected_seconds(plan: pl.PullPlan, rates: Mapping[Hashable, float], total: int) -> float:
     """The step's expected time: the slowest machine's planned products over its rate."""
-    work = {m: 0 for m in plan.available}
+    work: dict[Hashable, float] = {m: 0 for m in plan.available}
     cols = max(1, total // max(1, plan.num_rows))
     for m, ts in plan.tasks().items():
         work[m] = sum(t.rows[1] - t.rows[0] for t in ts) * cols / plan.L
@@ -104,14 +106,16 @@ def _units(options: pl.PullOptions, expected: float, machines: int) -> int:
     return pl.units_for(expected, machines, options.call_cost_s) if u == "auto" else cast(int, u)
 
 
-def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
-           options: pl.PullOptions | None = None, lag_s: float = 0.0):
+def layout(plan: pl.PullPlan, placement: Placement, total: int, rates: Mapping[Hashable, float],
+           options: pl.PullOptions | None = None, lag_s: float = 0.0
+           ) -> tuple[Any, pl.CodedQueue | pl.DynamicQueue]:
     """The step's sub-divided plan and its queue: ``dynamic``'s chunks (re-cut when the option
     asks for another count than the plan's) in a :class:`~.pull.DynamicQueue`, or the coded
     plan cut into :data:`FINE` ``*`` units per machine (:func:`~.pull.units_for` when
     ``units="auto"``) in a :class:`~.pull.CodedQueue` whose calls carry about a unit's share of
     the expected time, each expected to take ``lag_s`` seconds beyond its work
-    (:func:`next_lag`)."""
+    (:func:`next_lag`).  (The plan is a :class:`~.pull.PullPlan`, typed ``Any``: the runtime
+    hands it on where a ``StepPlan``'s fields are read, which it has.)"""
     opts = options or pl.PullOptions()
     if plan.copies:
         n = opts.chunks * len(plan.available)
@@ -119,7 +123,7 @@ def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
             plan = pl.dynamic_plan(placement, plan.available, plan.speeds, 1, 0, chunks=n)
         units = [pl.Unit(pi, 0, plan.groups[p.group].rows, p.cols)
                  for pi, p in enumerate(plan.pieces)]
-        prod = {u: u.num_rows * total // plan.num_rows for u in units}
+        prod: dict[object, int] = {u: u.num_rows * total // plan.num_rows for u in units}
         return plan, pl.DynamicQueue(units, plan.holders, prod)
     expected = expected_seconds(plan, rates, total)
     u = _units(opts, expected, len(plan.available))
@@ -135,15 +139,16 @@ def layout(plan: pl.PullPlan, placement, total: int, rates: Mapping,
                               batch_s=expected / u, lag_s=lag_s)
 
 
-def tick_of(queue) -> float | None:
+def tick_of(queue: object) -> float | None:
     """How often the driver wakes while machines sit idle, so a coded backup can start once a
     unit is overdue: the coded queue's nap (a twentieth of a call's expected time, at least
     5 ms; ``None`` for ``dynamic``'s queue, whose rules look at the clock only when a result
     arrives)."""
-    return getattr(queue, "nap_s", None)
+    nap: float | None = getattr(queue, "nap_s", None)
+    return nap
 
 
-def pull_pays(L: int, S: int, speeds: Mapping, total: int, per: float,
+def pull_pays(L: int, S: int, speeds: Mapping[Hashable, float], total: int, per: float,
               options: pl.PullOptions | None = None) -> bool:
     """``usctec-auto``: whether a step pulls (:func:`~.pull.prefer_pull`), its expected time
     the ``(L, 0)`` work, ``total`` products, spread over the machines' ``speeds`` at ``per``
@@ -155,7 +160,8 @@ def pull_pays(L: int, S: int, speeds: Mapping, total: int, per: float,
     return pl.prefer_pull(expected, L, S, len(speeds), u, opts.call_cost_s)
 
 
-def auto_mode(plan: pl.PullPlan, history, speeds: Mapping, total: int, per: float,
+def auto_mode(plan: pl.PullPlan, history: Sequence[tuple[bool, int]],
+              speeds: Mapping[Hashable, float], total: int, per: float,
               options: pl.PullOptions | None = None) -> str:
     """``usctec-auto``'s execution of a step: ``"pull"``, ``"eager"`` (the whole ``(L, S)``
     plan) or ``"lean"`` (the whole ``(1, 0)`` plan), by :func:`~.pull.choose_mode` on
@@ -168,7 +174,8 @@ def auto_mode(plan: pl.PullPlan, history, speeds: Mapping, total: int, per: floa
                             options)
 
 
-def mode_before_plan(history, machines, speeds: Mapping, L: int, S: int, total: int,
+def mode_before_plan(history: Sequence[tuple[bool, int]], machines: Iterable[Hashable],
+                     speeds: Mapping[Hashable, float], L: int, S: int, total: int,
                      per: float, options: pl.PullOptions | None = None) -> str:
     """:func:`auto_mode` before the plan is made: over ``machines`` (the step's, an estimate
     of 1.0 where ``speeds`` has none), so that only the chosen execution's plan is asked for,
@@ -176,8 +183,9 @@ def mode_before_plan(history, machines, speeds: Mapping, L: int, S: int, total: 
     return mode_and_next(history, machines, speeds, L, S, total, per, options)[0]
 
 
-def mode_and_next(history, machines, speeds: Mapping, L: int, S: int, total: int, per: float,
-                  options: pl.PullOptions | None = None) -> tuple:
+def mode_and_next(history: Sequence[tuple[bool, int]], machines: Iterable[Hashable],
+                  speeds: Mapping[Hashable, float], L: int, S: int, total: int, per: float,
+                  options: pl.PullOptions | None = None) -> tuple[str, str]:
     """``(mode, expected)``: :func:`mode_before_plan`, and the execution the driver then
     expects of the next step (:func:`~.modes.next_mode`: the plan it asks for ahead, while this
     step runs; the next step asks again when it runs another)."""
@@ -187,8 +195,9 @@ def mode_and_next(history, machines, speeds: Mapping, L: int, S: int, total: int
     return mode, pl.next_mode(list(history), mode, pays)
 
 
-def seen_slowed(measured: Mapping, speeds: Mapping, factor: float = SLOW_FACTOR,
-                late: float = LATE_FACTOR) -> tuple:
+def seen_slowed(measured: Mapping[Hashable, tuple[float, str]],
+                speeds: Mapping[Hashable, float], factor: float = SLOW_FACTOR,
+                late: float = LATE_FACTOR) -> tuple[Hashable, ...]:
     """The step's stragglers as observed, from ``measured``: ``{machine: (speed, "value" |
     "upper")}`` (a speed measured where a call came back, an upper bound where one was given
     up after it started).  Each machine's measured speed over its estimate ``speeds[m]`` is set
@@ -204,7 +213,7 @@ def seen_slowed(measured: Mapping, speeds: Mapping, factor: float = SLOW_FACTOR,
                          if x < (factor if kind == "value" else late) * med), key=str))
 
 
-def history_entry(mode: str | None, slowed) -> tuple:
+def history_entry(mode: str | None, slowed: Sized) -> tuple[bool, int]:
     """What a step adds to ``usctec-auto``'s history: ``(observed, slowed)``, ``observed``
     false for an ``"eager"`` step (the whole ``(L, S)`` plan cancels its slowest calls about
     when the others finish, so it sees no one)."""

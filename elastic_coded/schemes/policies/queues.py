@@ -18,10 +18,12 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TypedDict, cast
 
 from .dynamic_queue import DynamicQueue
-from .queue_base import _Base
+from .queue_base import QueueUnit, _Base
 from .queue_times import _call_ends, _kth_with, outrun_rate, pays_no_sooner
 
 __all__ = ["CodedQueue", "DynamicQueue", "NAP_SHARE", "NAP_MIN_S", "pays_no_sooner"]
@@ -31,6 +33,21 @@ NAP_SHARE = 0.05
 (:attr:`CodedQueue.nap_s`), or sooner when one of its calls ends or a machine is lost."""
 NAP_MIN_S = 0.005
 """The shortest nap, in seconds."""
+
+_Ends = tuple[float, dict[object, float]]   # (when m is free, {call key: its expected end})
+# a backup candidate (:meth:`CodedQueue._candidate`): (finishes sorted, k, a unit, position)
+_Cand = tuple[list[float], int, QueueUnit, int]
+# what it reads that does not depend on the time (:meth:`CodedQueue._shape`)
+_Shape = tuple[list[tuple[Hashable, Hashable, tuple[int, ...]]], int, QueueUnit, int | None,
+               float, tuple[float, ...]]
+
+
+class _Instant(TypedDict, total=False):
+    """What is known of an instant (:meth:`CodedQueue._now`): by machine, its calls' ends and
+    its queue's end."""
+
+    finish: dict[Hashable, _Ends]
+    ends: dict[Hashable, float]
 
 
 class CodedQueue(_Base):
@@ -43,49 +60,58 @@ class CodedQueue(_Base):
     :attr:`lags` collects what each returned call took beyond its work, for the next step's
     ``lag_s``."""
 
-    def __init__(self, queues: dict, need: int, K: int, holders: tuple, products: dict,
-                 rate: dict, batch_s: float = 0.0, margin: float = 0.1, lag_s: float = 0.0):
+    def __init__(self, queues: Mapping[Hashable, Sequence[QueueUnit]], need: int, K: int,
+                 holders: Sequence[Iterable[Hashable]], products: Mapping[object, int],
+                 rate: Mapping[Hashable, float], batch_s: float = 0.0, margin: float = 0.1,
+                 lag_s: float = 0.0):
         super().__init__(need, holders, products, dict(rate))
         # machines with an empty queue, no queue to steal from and no backup candidate among
         # the pieces they store: that lasts until one of those pieces changes (:meth:`_bump`;
         # queues only shrink), so they rest until then and are woken by the change
-        self._barren: set = set()
+        self._barren = set()
         self._bare = 0
         # machines with no queue to steal from whose backup candidates cannot pay before a
         # time the candidates bound (:meth:`_could_pay`): they nap until then unless one of
         # their pieces changes first, which wakes them as it wakes the barren ones
-        self._quiet: dict = {}   # m -> when its nap would have ended
+        self._quiet = {}   # m -> when its nap would have ended
         self._victimless = False
         self._pays_at = math.inf
         self._track_pieces = True
         self.queues = {m: list(q) for m, q in queues.items()}
         self.K, self.margin, self.batch_s = K, margin, batch_s
         self.lag_s = lag_s
-        self.lags: list = []   # seconds each returned call took beyond its expected time
+        self.lags: list[float] = []   # seconds each returned call took beyond its expected time
         self.nap_s = max(NAP_MIN_S, NAP_SHARE * batch_s)
-        self._napping: dict = {}   # m -> (until, losses, its version) after it got nothing
+        self._napping = {}   # m -> (until, losses, its version) after it got nothing
         self.stolen = self.backups = 0
-        self.returned: set = set()
-        self._memo_key: tuple | None = None
-        self._memo: dict = {}
-        self._cands: dict = {}     # piece -> (its version, valid until, at, candidate)
-        self._kept: dict = {}   # m -> (its version, valid until, finish times)
-        self._due: dict = {}    # m -> (its version, when its started call is due)
-        self._pieces_of: dict = {}   # m -> the pieces it stores
+        self.returned: set[Hashable] = set()
+        self._memo_key: tuple[float, int] | None = None
+        self._memo: _Instant = {}
+        # piece -> (its version, valid until, at, candidate, its shape)
+        self._cands: dict[int, tuple[int, float, float, _Cand | None, _Shape | None]] = {}
+        # m -> (its version, valid until, finish times)
+        self._kept: dict[Hashable, tuple[int | None, float, _Ends]] = {}
+        # m -> (its version, when its started call is due)
+        self._due: dict[Hashable, tuple[int | None, float]] = {}
+        self._pieces_of: dict[Hashable, list[int]] = {}   # m -> the pieces it stores
         for piece, hs in enumerate(self._hset):
             for h in hs:
                 self._pieces_of.setdefault(h, []).append(piece)
-        self._victims: dict = {}     # m -> {place: v} of the queues holding units m can run
+        # m -> {place: v} of the queues holding units m can run
+        self._victims: dict[Hashable, dict[int, Hashable]] = {}
         for place, (v, q) in enumerate(self.queues.items()):
             for u in q:
                 for h in self._hset[u.piece]:
                     if h != v:
                         self._victims.setdefault(h, {})[place] = v
-        self._dues: list = []        # heap of (when due, m's version, tie, m)
-        self._late: dict = {}        # m -> its version when found overdue
-        self._stuck_of: dict = {}    # m (overdue) -> [(piece, position)] it counts as stuck
+        # heap of (when due, m's version, tie, m)
+        self._dues: list[tuple[float, int | None, int, Hashable]] = []
+        self._late: dict[Hashable, int | None] = {}   # m -> its version when found overdue
+        # m (overdue) -> [(piece, position)] it counts as stuck
+        self._stuck_of: dict[Hashable, list[tuple[int, int]]] = {}
 
-    def finished(self, m, key, now: float, elapsed: float) -> list:
+    def finished(self, m: Hashable, key: Hashable, now: float, elapsed: float
+                 ) -> list[QueueUnit]:
         rs = self.running.get(m, [])
         if rs and rs[0].key == key and rs[0].start is not None:   # its start is known
             self.lags.append(now - (self._head_due(m) - self.lag_s))
@@ -93,7 +119,7 @@ class CodedQueue(_Base):
         self.returned.add(m)
         return mine
 
-    def _next_rate(self, m, obs: float) -> float:
+    def _next_rate(self, m: Hashable, obs: float) -> float:
         """The first call ``m`` returns in the step sets its rate to what that call showed
         (``obs``: its products over its busy time), not to the mean with the rate it was planned
         with, as later calls do: the plan's rate knows nothing of this step's slowdown, and a
@@ -101,7 +127,7 @@ class CodedQueue(_Base):
         long."""
         return obs if m not in self.returned else super()._next_rate(m, obs)
 
-    def dropped(self, m, key, now: float) -> None:
+    def dropped(self, m: Hashable, key: Hashable, now: float) -> None:
         """The call ``key`` on ``m`` was cancelled.  One cancelled while computing past its
         expected end bounds ``m``'s speed: it did not finish its work in the time it ran (less
         the lag), so ``m`` is expected no faster than that for the rest of the step (a
@@ -114,22 +140,22 @@ class CodedQueue(_Base):
             self._mtouch(m)
         super().dropped(m, key, now)
 
-    def lost(self, m) -> None:
+    def lost(self, m: Hashable) -> None:
         """``m`` died: its running and its queued units go back to the queue."""
         super().lost(m)
         self.orphans.extend(self.queues.pop(m, []))
 
-    def _now(self, now: float) -> dict:
+    def _now(self, now: float) -> _Instant:
         """What is known of the instant ``now`` in the present state (cleared by any change)."""
         if self._memo_key != (now, self._ver):
             self._memo_key, self._memo = (now, self._ver), {}
         return self._memo
 
     # expected times --------------------------------------------------------------------------
-    def _rate(self, m) -> float:
+    def _rate(self, m: Hashable) -> float:
         return self.rate.get(m) or 1e-9
 
-    def _ends(self, m, now: float) -> tuple:
+    def _ends(self, m: Hashable, now: float) -> _Ends:
         """``(when m is free, {call key: its expected end})`` at ``now``: a call's results come
         back together when it ends, ``m``'s calls run one after another, and a call overdue is
         expected to take as long again as it has taken so far.  Until the started call is
@@ -147,7 +173,7 @@ class CodedQueue(_Base):
         self._kept[m] = (self._mver.get(m), self._head_due(m), got)
         return got
 
-    def _head_due(self, m) -> float:
+    def _head_due(self, m: Hashable) -> float:
         """When the call ``m`` is computing is due (``-inf`` when none has started)."""
         got = self._due.get(m)
         if got is not None and got[0] == self._mver.get(m):
@@ -180,7 +206,7 @@ class CodedQueue(_Base):
                 self._late[m] = ver
                 self._stick(m, 1)
 
-    def _stick(self, m, step: int) -> None:
+    def _stick(self, m: Hashable, step: int) -> None:
         """Count (``step`` 1) or uncount (-1) the units of ``m`` waiting behind its overdue
         call in :attr:`stuck`: they stay the same until ``m``'s calls change, which takes it
         off the overdue machines first, so the counts are kept, not rebuilt."""
@@ -196,16 +222,16 @@ class CodedQueue(_Base):
                 if not d:
                     del self.stuck[piece]
 
-    def _free_at(self, m, now: float) -> float:
+    def _free_at(self, m: Hashable, now: float) -> float:
         free = self._ends(m, now)[0]
         return free if self.running.get(m) else now
 
-    def _queue_end(self, m, now: float) -> float:
+    def _queue_end(self, m: Hashable, now: float) -> float:
         work = sum(self.products[u] for u in self.queues.get(m, ()) if not self.covered(u.piece))
         return self._free_at(m, now) + work / self._rate(m)
 
     # the rules -------------------------------------------------------------------------------
-    def next_for(self, m, now: float) -> list:
+    def next_for(self, m: Hashable, now: float) -> list[QueueUnit]:
         """The next call's units for ``m``: a lost unit, its own next needed units (about
         ``batch_s`` of work), a unit stolen from the machine expected to finish last, or a
         coded backup; ``[]`` when nothing helps.  A machine given nothing naps: it is given
@@ -238,14 +264,14 @@ class CodedQueue(_Base):
         if out:
             self._touch()
             return out
-        u = self._steal(m, now)
-        if u is not None:
+        got = self._steal(m, now)
+        if got is not None:
             self.stolen += 1
-            return [u]
-        u = self._backup(m, now)
-        if u is not None:
+            return [got]
+        got = self._backup(m, now)
+        if got is not None:
             self.backups += 1
-            return [u]
+            return [got]
         if self._bare == 2:
             self._barren.add(m)
             return self._nap(m, math.inf)
@@ -254,23 +280,23 @@ class CodedQueue(_Base):
             return self._nap(m, self._pays_at)
         return self._nap(m, now + self.nap_s)
 
-    def _nap(self, m, until: float) -> list:
+    def _nap(self, m: Hashable, until: float) -> list[QueueUnit]:
         self._napping[m] = (until, self._losses, self._mver.get(m))
         return []
 
-    def resting(self, m, now: float):
+    def resting(self, m: Hashable, now: float) -> float | None:
         nap = self._napping.get(m)
         if nap is not None and now < nap[0] and nap[1:] == (self._losses, self._mver.get(m)):
             return nap[0]
         return None
 
-    def _end_of(self, v, now: float) -> float:
+    def _end_of(self, v: Hashable, now: float) -> float:
         memo = self._now(now).setdefault("ends", {})
         if v not in memo:
             memo[v] = self._queue_end(v, now)
         return memo[v]
 
-    def _steal(self, m, now: float):
+    def _steal(self, m: Hashable, now: float) -> QueueUnit | None:
         """The last needed unit ``m`` can run of the queue expected to end last, if ``m``
         would finish it before that queue ends."""
         mine_free = self._free_at(m, now)
@@ -299,7 +325,7 @@ class CodedQueue(_Base):
                 break
         return None
 
-    def _candidate(self, piece: int, now: float):
+    def _candidate(self, piece: int, now: float) -> _Cand | None:
         """For a piece running and not decoded, with results still due: ``(expected finishes
         sorted, k, a unit, position)``, ``k`` the results it still needs, one finish per
         position under way (the soonest of its calls); else ``None``.  The position is a free
@@ -322,7 +348,7 @@ class CodedQueue(_Base):
         if shape is not None:
             calls, k, unit, free, until, _ = shape
             ends = self._ends
-            at: dict = {}
+            at: dict[int, float] = {}
             for m, key, positions in calls:
                 t = ends(m, now)[1][key]
                 for p in positions:
@@ -334,7 +360,7 @@ class CodedQueue(_Base):
         self._cands[piece] = (ver, until, now, out, shape)
         return out
 
-    def _shape(self, piece: int):
+    def _shape(self, piece: int) -> _Shape | None:
         """What :meth:`_candidate` reads of a piece that does not depend on the time:
         ``([(machine, call key, positions of the piece not done)], k, a unit, a free position
         or None, when the first of the calls' machines is overdue, those machines' dues
@@ -343,8 +369,10 @@ class CodedQueue(_Base):
         if not calls or piece in self.complete:
             return None
         done = self.done.get(piece, set())
-        used: set = set()
-        shape, first, until = [], None, math.inf
+        used: set[int] = set()
+        shape: list[tuple[Hashable, Hashable, tuple[int, ...]]] = []
+        first: QueueUnit | None = None
+        until = math.inf
         for vk in calls:   # each call's units share its end
             mine = [u for u in self._calls[vk][1] if u.piece == piece]
             if mine:
@@ -356,25 +384,26 @@ class CodedQueue(_Base):
             until = min(until, self._head_due(vk[0]))
         free = next((p for p in range(self.K) if p not in used and p not in done), None)
         k = self.need - len(done)   # results still needed
-        if not 0 < k <= len(used):
+        if not 0 < k <= len(used) or first is None:   # (no unit: none used either)
             return None
         dues = tuple(sorted(self._head_due(v) for v, _, _ in shape))   # for :meth:`_could_pay`
         return shape, k, first, free, until, dues
 
-    def _could_pay(self, piece: int, cand: tuple, w: float, mine: float, now: float) -> float:
+    def _could_pay(self, piece: int, cand: _Cand, w: float, mine: float, now: float) -> float:
         """The earliest time a backup of ``piece``, which does not pay at ``now``, could pay
         for a machine taking ``w`` seconds for the unit (done at ``mine``), unless one of the
         piece's calls changes first (:meth:`_bump`): :func:`pays_no_sooner`, whose growth
         bound holds until a call still on time becomes overdue (its expected end then
         jumps)."""
         at = pays_no_sooner(cand[0], cand[1], w, now, self.margin, mine)
-        dues = self._cands[piece][4][5]   # the calls' machines' dues: kept with the piece's calls
+        # the calls' machines' dues: kept with the piece's calls (a candidate has a shape)
+        dues = cast(_Shape, self._cands[piece][4])[5]
         i = bisect_left(dues, now)        # the first machine not overdue yet
         if i < len(dues) and dues[i] < at:
             at = dues[i]
         return at
 
-    def _backup(self, m, now: float):
+    def _backup(self, m: Hashable, now: float) -> QueueUnit | None:
         """A coded backup: an unused position of the piece whose ``L``-th result is expected
         last, or a copy of its position expected last when none is unused (:meth:`_candidate`),
         if ``m`` would make it come sooner (by ``margin`` of the time left at least; of equal

@@ -28,7 +28,8 @@ Pacing of the model-driven policies (unified, MATH.md §2; hetero, MATH.md §3):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -36,10 +37,26 @@ from ...errors import ArgumentError
 from ..plan import PlanError
 from . import hetero as het
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 __all__ = ["recovery_target", "assign_recovery", "backup_due", "backup_target", "backup_copies",
            "speculation_start", "hetero_needs_replan", "top_up", "top_up_time", "paced",
            "quorum_time", "speeds_close", "keep_plan", "REPLAN_SPEED_CHANGE",
            "REPLAN_SPEED_CHANGE_REAL"]
+
+_M = TypeVar("_M", bound=Hashable)   # a machine id
+_K = TypeVar("_K")                    # a call's key
+_P = TypeVar("_P")                    # a piece
+_T = TypeVar("_T", float, "npt.NDArray[np.float64]")   # a scalar or an array of them
+
+
+class _PerMachine(Protocol):
+    """A number per machine, read as ``x[machine]``: a mapping by id, or (the simulator's) an
+    array by plan position."""
+
+    def __getitem__(self, machine: Any, /) -> float: ...
+
 
 REPLAN_SPEED_CHANGE = 0.1
 """A plan is made anew once some machine's speed estimate moved by more than this fraction
@@ -84,18 +101,22 @@ def keep_plan(planned: Sequence[float], now: Sequence[float], change: float,
 
 # -- recovery after a crash ----------------------------------------------------------------------
 
-def _key(h, tie):
+def _key(h: Hashable, tie: _PerMachine | None) -> object:
     return h if tie is None else tie[h]
 
 
-def recovery_target(holders: Iterable, load: Mapping, speed, tie=None):
+def recovery_target(holders: Iterable[_M], load: Mapping[_M, int], speed: _PerMachine,
+                    tie: _PerMachine | None = None) -> _M:
     """The holder to run lost rows on: the fewest rows already given to it in this recovery per
     unit of its speed estimate (``load[h] / speed[h]``), then the smallest id (or ``tie[h]``
     where ids do not order)."""
     return min(holders, key=lambda h: (load.get(h, 0) / speed[h], _key(h, tie)))
 
 
-def assign_recovery(lost_rows: Sequence[tuple], spans: Callable, speed, tie=None) -> list:
+def assign_recovery(lost_rows: Sequence[tuple[int, int]],
+                    spans: Callable[[tuple[int, int]], Iterable[tuple[int, int, Sequence[_M]]]],
+                    speed: _PerMachine, tie: _PerMachine | None = None
+                    ) -> list[tuple[int, int, int, _M]]:
     """Where the tasks a crash lost run again.
 
     ``lost_rows[i]``: the rows ``(start, stop)`` of lost task ``i``, in the order they are
@@ -104,8 +125,8 @@ def assign_recovery(lost_rows: Sequence[tuple], spans: Callable, speed, tie=None
     estimates.  Each span goes to its :func:`recovery_target`, the rows counting towards that
     holder's load for the spans after it.  Returns ``[(i, start, stop, holder), ...]``; raises
     :class:`~elastic_coded.schemes.plan.PlanError` when no live machine stores a span."""
-    load: dict = {}
-    out = []
+    load: dict[_M, int] = {}
+    out: list[tuple[int, int, int, _M]] = []
     for i, rows in enumerate(lost_rows):
         for a, b, holders in spans(rows):
             if not holders:
@@ -124,14 +145,16 @@ def backup_due(elapsed: float, median_done: float | None, factor: float) -> bool
     return median_done is not None and elapsed >= factor * median_done
 
 
-def backup_target(others: Iterable, busy: Mapping, tie=None):
+def backup_target(others: Iterable[_M], busy: Mapping[_M, int], tie: _PerMachine | None = None
+                  ) -> _M:
     """The holder to run a backup copy on: the fewest calls in flight, then the smallest id (or
     ``tie[h]``)."""
     return min(others, key=lambda h: (busy.get(h, 0), _key(h, tie)))
 
 
-def backup_copies(calls: Iterable, holders: Mapping, busy: Mapping,
-                  needed: Callable = lambda piece: True, tie=None) -> list:
+def backup_copies(calls: Iterable[tuple[_K, _M, Iterable[_P]]], holders: Mapping[_P, Iterable[_M]],
+                  busy: Mapping[_M, int], needed: Callable[[_P], bool] = lambda piece: True,
+                  tie: _PerMachine | None = None) -> list[tuple[_K, int, _M]]:
     """Backup copies of the calls due for them (:func:`backup_due`).
 
     ``calls``: ``[(key, machine, pieces), ...]`` in dispatch order, ``pieces`` the piece of each
@@ -140,7 +163,7 @@ def backup_copies(calls: Iterable, holders: Mapping, busy: Mapping,
     a holder other than its machine gets one copy on the :func:`backup_target`, which counts as
     one more call in flight for the tasks after it.  Returns ``[(key, task index, holder)]``."""
     busy = dict(busy)
-    out = []
+    out: list[tuple[_K, int, _M]] = []
     for key, machine, pieces in calls:
         for i, piece in enumerate(pieces):
             others = [h for h in holders.get(piece, ()) if h != machine]
@@ -152,7 +175,8 @@ def backup_copies(calls: Iterable, holders: Mapping, busy: Mapping,
     return out
 
 
-def speculation_start(durations, multiplier: float, min_completed: int = 1) -> float:
+def speculation_start(durations: npt.ArrayLike, multiplier: float, min_completed: int = 1
+                      ) -> float:
     """When backups start if every call starts at 0 and takes ``durations`` (``inf``: never
     returns): the earliest ``t`` with at least ``min_completed`` calls completed by ``t`` and
     ``t >= multiplier * median(durations completed by t)``; ``inf`` if never.  The runtime's
@@ -175,14 +199,17 @@ def speculation_start(durations, multiplier: float, min_completed: int = 1) -> f
 
 # -- heterogeneous masters -----------------------------------------------------------------------
 
-def hetero_needs_replan(storage, present, fresh=()) -> bool:
+def hetero_needs_replan(storage: het.HeteroStorage | None, present: Iterable[Hashable],
+                        fresh: Iterable[Hashable] = ()) -> bool:
     """The heterogeneous-masters storage is planned anew (:func:`~.hetero.plan_storage`) when
     there is none yet, when a machine joined (``fresh``: it holds nothing, whatever its id held
     before) or when the machines present are not the ones it was planned for."""
     return storage is None or bool(set(fresh)) or set(storage.machines) != set(present)
 
 
-def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
+def top_up(storage: het.HeteroStorage, m: int, have: Iterable[int], busy: Iterable[Hashable],
+           usable: Iterable[Hashable]
+           ) -> tuple[list[tuple[Hashable, het.Ranges]], int, list[Hashable]]:
     """More of master ``m``'s coded rows, until ``L_m`` are received or in flight.
 
     ``have``: the coded rows of ``m`` received or in flight; ``busy``: machines with a call in
@@ -198,7 +225,7 @@ def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
     busy = set(busy)
     order = sorted((n for n in usable if n in storage.machines),
                    key=lambda n: (n in busy, het.row_time(storage, m, n), str(n)))
-    asks = []
+    asks: list[tuple[Hashable, het.Ranges]] = []
     for n in order:
         if need <= 0:
             break
@@ -210,7 +237,7 @@ def top_up(storage, m: int, have: set, busy, usable) -> tuple[list, int, list]:
     return asks, max(0, need), order
 
 
-def top_up_time(storage, m: int, machine, rows: int) -> float:
+def top_up_time(storage: het.HeteroStorage, m: int, machine: Hashable, rows: int) -> float:
     """Model time (time units) of a top-up call of ``rows`` coded rows of master ``m`` on
     ``machine``: ``rows`` times the expected time of one (:func:`~.hetero.row_time`)."""
     return het.row_time(storage, m, machine) * rows
@@ -218,14 +245,14 @@ def top_up_time(storage, m: int, machine, rows: int) -> float:
 
 # -- pacing of the model-driven policies ---------------------------------------------------------
 
-def paced(model_time, time_scale: float, slow=1.0, speed=1.0):
+def paced(model_time: _T, time_scale: float, slow: float = 1.0, speed: float = 1.0) -> _T:
     """A call's duration from its model time (time units): ``model_time * time_scale * slow /
     speed`` (unified's Map: the drawn latency over the machine's speed; hetero: the drawn
     processing time, ``speed`` 1).  Scalars or numpy arrays."""
     return model_time * time_scale * slow / speed
 
 
-def quorum_time(finish, q: int) -> float:
+def quorum_time(finish: npt.ArrayLike, q: int) -> float:
     """When the fastest ``q`` of ``finish`` have finished (``inf`` when fewer than ``q`` ever
     do)."""
     f = np.asarray(finish, dtype=np.float64).reshape(-1)
