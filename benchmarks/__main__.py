@@ -151,6 +151,14 @@ def _tail_rows(out: str, add) -> None:
             f"{a:.0f} / {b:.0f} MiB ({mem['shared']['processes_at_peak']} / "
             f"{mem['one_per_process']['processes_at_peak']} processes)", "below one per machine",
             a < b, "memory.json")
+    lr = _load(out, "long_run_memory.json")
+    if lr:
+        ok = max(lr["driver_mb"], lr["worst_worker_mb"]) <= lr["goal_mb"] and lr["store_mb"] <= 1
+        add(f"long run, {lr['steps']:,} steps with churn and liars: RSS growth after step "
+            f"{lr['warm_up']}, driver / worst worker process; object store",
+            f"{lr['driver_mb']:.1f} / {lr['worst_worker_mb']:.1f} MB; "
+            f"{lr['store_mb']:+.1f} MB", f"<= {lr['goal_mb']} MB; back to its level", ok,
+            "long_run_memory.json")
     sp = _load(out, "sparse.json")
     if sp:
         base, run = sp["large"]["scipy_s"], sp["large"]["runs"][0]

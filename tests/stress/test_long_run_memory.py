@@ -1,8 +1,13 @@
 """Memory over a long run: 5,000 steps over GF(65521) with a crash, a departure and two joins
 every 250 steps and a lying machine every 50; every product exact. After warm-up (step 500) the
 driver's RSS and that of every worker process alive throughout grow by at most 10 MB, and the
-object store's bytes in use come back to their level at step 500 (no leaked references)."""
+object store's bytes in use come back to their level at step 500 (no leaked references).
 
+With ``ELASTIC_CODED_MEMORY_OUT`` set to a file, the figures are written there as JSON (the
+README's row: ``benchmarks/results/long_run_memory.json``, read by ``python -m benchmarks
+summary``)."""
+
+import json
 import os
 
 import numpy as np
@@ -61,6 +66,23 @@ def _events(step: int, c, joined: list):
     return None
 
 
+def _write(grew: dict, store_mb: float, processes: int, joins: int) -> None:
+    """The run's figures, to ``ELASTIC_CODED_MEMORY_OUT`` when it is set (module docstring)."""
+    path = os.environ.get("ELASTIC_CODED_MEMORY_OUT")
+    if not path:
+        return
+    workers = {k: v for k, v in grew.items() if k != "driver"}
+    res = {"command": "ELASTIC_CODED_MEMORY_OUT=benchmarks/results/long_run_memory.json "
+                      "python -m pytest -m slow tests/stress/test_long_run_memory.py",
+           "steps": STEPS, "warm_up": WARM, "machines": 9, "machines_per_process": 3,
+           "joins": joins, "goal_mb": 10, "driver_mb": grew.get("driver"),
+           "worst_worker_mb": max(workers.values()) if workers else None,
+           "workers_measured": len(workers), "worker_processes_at_warm_up": processes,
+           "store_mb": store_mb}
+    with open(path, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
 def test_memory_stays_flat_over_5000_steps(ray_session):
     rng = np.random.default_rng(0)
     A = F.random((96, 6), rng)
@@ -85,6 +107,7 @@ def test_memory_stays_flat_over_5000_steps(ray_session):
                **{k: _rss(p) for k, p in end_pids.items() if pids.get(k) == p}}
         store_end = _store_used()
     grew = {k: (end[k] - start[k]) / MB for k in end if start.get(k, -1) > 0 and end[k] > 0}
+    _write(grew, (store_end - store) / MB, len(pids), len(joined))
     assert len(grew) >= 2, grew  # the driver and at least one worker process lived throughout
     assert max(v for k, v in grew.items() if k != "driver") <= 10, grew
     assert store_end <= store + MB, (store, store_end)
