@@ -111,5 +111,5 @@ def test_memory_stays_flat_over_5000_steps(ray_session):
     assert len(grew) >= 2, grew  # the driver and at least one worker process lived throughout
     assert max(v for k, v in grew.items() if k != "driver") <= 10, grew
     assert store_end <= store + MB, (store, store_end)
-    if grew["driver"] > 10:  # known: 6-10 MB, early, native (Ray streaming calls); docs/memory.md
+    if grew["driver"] > 10:  # known: 6-11 MB, early, native (Ray streaming calls); docs/memory.md
         pytest.xfail(f"the driver's RSS grew {grew['driver']:.1f} MB after warm-up (goal 10)")
