@@ -344,3 +344,31 @@ def test_code_of_and_option_fields():
     assert option_fields(None) == {} and option_fields({"q": 2}) == {"q": 2}
     with pytest.raises(ArgumentError, match=r"^options: a mapping"):
         option_fields(3)
+
+
+def test_pull_history_reads_the_last_steps_of_the_policy_from_the_end():
+    """``history`` equals its definition (the policy's steps with a report ``extra`` among the
+    last ``16 window`` reports, the last ``window`` of them), read from a list and from a
+    :class:`ReportLog` alike."""
+    from elastic_coded.runtime.executors.pull import history
+    from elastic_coded.schemes.policies.pull_step import history_entry
+
+    rng = np.random.default_rng(5)
+    pols, modes = ("usctec-auto", "usctec-pull", "dynamic"), ("pull", "eager", "lean", None)
+    for n in (0, 1, 7, 40, 130, 600):
+        reports = [StepReport(i, pols[rng.integers(3)], None, (), (), (), (), (), {}, (), 0, 0,
+                              0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                              extra={} if rng.random() < 0.2 else {
+                                  "mode": modes[rng.integers(4)],
+                                  "slowed": ("m",) * int(rng.integers(3))})
+                   for i in range(n)]
+        log = ReportLog(window=1000)
+        for r in reports:
+            log.append(r)
+        for policy in pols:
+            for window in (1, 3, 32):
+                mine = [r for r in reports[-16 * window:] if r.policy == policy and r.extra]
+                want = tuple(history_entry(r.extra.get("mode"), r.extra.get("slowed", ()))
+                             for r in mine)[-window:]
+                assert history(reports, policy, window) == want
+                assert history(log, policy, window) == want

@@ -124,9 +124,15 @@ def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale
 def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
     """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
     :func:`~elastic_coded.schemes.policies.modes.choose_mode`), for the step's context."""
-    mine = [r for r in reports[-16 * window:] if r.policy == policy and r.extra]
-    return tuple([ps.history_entry(r.extra.get("mode"), r.extra.get("slowed", ())) for r in mine
-                  ][-window:])
+    mine = []   # the last ``window`` of them, newest first: read from the end, not copied
+    for i in range(len(reports) - 1, max(-1, len(reports) - 1 - 16 * window), -1):
+        r = reports[i]
+        if r.policy == policy and r.extra:
+            mine.append(r)
+            if len(mine) == window:
+                break
+    return tuple(ps.history_entry(r.extra.get("mode"), r.extra.get("slowed", ()))
+                 for r in reversed(mine))
 
 
 def _run_whole(ctx: StepContext, B, ev, prep, mode: str):
