@@ -28,24 +28,16 @@ Writes ``benchmarks/results/conditioning.json`` and ``conditioning.md`` (``--qui
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gfp_matmul import best_of, settle  # noqa: E402
-from results_io import write_results  # noqa: E402
+from results_io import machine, parser, publish, table, yes  # noqa: E402
 
 from elastic_coded.algebra import field  # noqa: E402
 from elastic_coded.algebra.conditioning import search_worst  # noqa: E402
@@ -277,13 +269,13 @@ def unified_markdown(rows: list) -> list[str]:
              "Worst Reduce condition over every set of `q` fastest servers (the largest lane "
              "solve of any of them), and the relative error of the product decoded at the worst "
              "set.  Goal (at `K = 10, m = 960`): condition <= 1e4, error <= 1e-9.", "",
-             "| K | q | m (padded) | fastest sets | worst condition | median | error at worst "
-             "| within the goal |", "|---|---|---|---|---|---|---|---|"]
+             *table("K | q | m (padded) | fastest sets | worst condition | median | error at "
+                    "worst | within the goal", "l")]
     for r in rows:
         ok = r["worst_condition"] <= UNIFIED_GOAL[0] and r["error_at_worst"] <= UNIFIED_GOAL[1]
         lines.append(f"| {r['K']} | {r['q']} | {r['m']} | {r['sets']} | "
                      f"{r['worst_condition']:.3g} | {r['median_condition']:.3g} | "
-                     f"{r['error_at_worst']:.2g} | {'yes' if ok else 'no'} |")
+                     f"{r['error_at_worst']:.2g} | {yes(ok)} |")
     return lines
 
 
@@ -299,9 +291,9 @@ def to_markdown(res: dict) -> str:
              "`roots-of-unity`: the Lagrange code on the unit circle in the same embedding.  "
              "`default` is what `lagrange_code` picks (`auto`).  Errors: relative, of `A @ B` "
              "decoded at the worst pattern found.", "",
-             "| L | S | default | worst kappa: chebyshev | rotation | roots-of-unity | "
-             "error at worst: chebyshev | rotation | roots-of-unity | median kappa (default) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             *table("L | S | default | worst kappa: chebyshev | rotation | roots-of-unity | "
+                    "error at worst: chebyshev | rotation | roots-of-unity | median kappa "
+                    "(default)", "l")]
     by = {(r["L"], r["S"], r["points"]): r for r in res["conditioning"]}
     cases = sorted({(r["L"], r["S"]) for r in res["conditioning"]})
     default = {c: lagrange_code("real", *c).points for c in cases}
@@ -312,20 +304,20 @@ def to_markdown(res: dict) -> str:
             + " | ".join(f"{r['error_at_worst']:.2g}" for r in rs)
             + f" | {by[c + (default[c],)]['median_condition']:.3g} |")
     (gc, glim), (ge, elim) = GOAL_CONDITION, GOAL_ERROR
-    lines += ["", "| goal | measured | met |", "|---|---|---|"]
+    lines += ["", *table("goal | measured | met", "l")]
     if gc in default:
         w = by[gc + (default[gc],)]["worst_condition"]
         lines.append(f"| worst kappa <= {glim:.0e} at {gc} (default code) | {w:.3g} "
-                     f"(a lower bound) | {'yes' if w <= glim else 'no'} |")
+                     f"(a lower bound) | {yes(w <= glim)} |")
     up = [c for c in cases if c[0] <= ge[0] and c[1] <= ge[1]]
     worst_err = max(by[c + (default[c],)]["error_at_worst"] for c in up)
     lines.append(f"| worst relative error <= {elim:.0e} at every (L, S) up to {ge} (default "
                  f"code, {len(up)} cases) | {worst_err:.2g} | "
-                 f"{'yes' if worst_err <= elim else 'no'} |")
+                 f"{yes(worst_err <= elim)} |")
     for p in CODES:
         if gc + (p,) in by:
             lines.append(f"| for comparison: {p} at {gc} | {by[gc + (p,)]['worst_condition']:.3g} "
-                         f"| {'yes' if by[gc + (p,)]['worst_condition'] <= glim else 'no'} |")
+                         f"| {yes(by[gc + (p,)]['worst_condition'] <= glim)} |")
     lines += ["", "The worst case of the random `rotation` code is isolated: at small sizes, "
               "where enumeration can check it, the sample-and-ascent search found between a "
               "quarter and all of the exhaustive worst (tests and `search_worst`'s docstring), "
@@ -333,7 +325,7 @@ def to_markdown(res: dict) -> str:
               "them: a decode whose estimated error exceeds the tolerance is redone from "
               "better results or raises.", "",
               "## What the default tolerance costs", "",
-              "| what | seconds | cached condition s | pieces decoded again |", "|---|---|---|---|"]
+              *table("what | seconds | cached condition s | pieces decoded again", "l")]
     for r in res["tolerance_cost"]:
         lines.append(f"| {r['what']} | {r['seconds']:.2g} | "
                      f"{r['cached_condition_s']:.2g} | " if "cached_condition_s" in r else
@@ -341,9 +333,9 @@ def to_markdown(res: dict) -> str:
         lines[-1] += f"{r.get('improved_pieces', '-')} |"
     lines += unified_markdown(res.get("unified", []))
     lines += ["", "## Cost of a sketch check against the step's product", "",
-              "| field | m x n x r | t | matmul s | check s | check/matmul | piece matmul s | "
-              "piece check s | piece check/matmul | make_sketch s | tolerance / scale | CPU idle |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              *table("field | m x n x r | t | matmul s | check s | check/matmul | piece matmul "
+                     "s | piece check s | piece check/matmul | make_sketch s | tolerance / scale "
+                     "| CPU idle", "l")]
     for r in res["check_cost"]:
         idle = "-" if r["cpu_idle_before"] is None else format(r["cpu_idle_before"], ".2f")
         lines.append(f"| {r['field']} | {r['m']}x{r['n']}x{r['r']} | {r['t']} | "
@@ -356,8 +348,8 @@ def to_markdown(res: dict) -> str:
               "(plain product, condition 1).  CPU idle: the idle fraction seen just before timing "
               "(shared machine).", "",
               "## Fault location (GF(2^31-1), one piece)", "",
-              "| L | S | liars | piece (rows x cols) | decode s | locate_lagrange s | located |",
-              "|---|---|---|---|---|---|---|"]
+              *table("L | S | liars | piece (rows x cols) | decode s | locate_lagrange s | "
+                     "located", "l")]
     for r in res["locate_cost"]:
         lines.append(f"| {r['L']} | {r['S']} | {r['liars']} | {r['piece'][0]}x{r['piece'][1]} | "
                      f"{r['decode_s']:.4f} | {r['locate_s']:.4f} | {r['located']} |")
@@ -365,12 +357,10 @@ def to_markdown(res: dict) -> str:
 
 
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
-    out_dir = out_dir or os.path.join(HERE, "results")
     t0 = time.perf_counter()
     res = {"quick": quick,
            "command": "python benchmarks/bench_conditioning.py" + (" --quick" if quick else ""),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "numpy": np.__version__}}
+           "machine": machine("numpy")}
     print("conditioning:", flush=True)
     res["conditioning"] = conditioning(quick)
     print("unified lane code:", flush=True)
@@ -381,16 +371,11 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
     res["check_cost"] = check_cost(quick)
     res["locate_cost"] = locate_cost(quick)
     res["wall_s"] = time.perf_counter() - t0
-    md = to_markdown(res)
-    write_results(out_dir, "conditioning_quick" if quick else "conditioning", res, md)
-    print(md)
-    return res
+    return publish(out_dir, "conditioning_quick" if quick else "conditioning", res,
+                   to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer patterns, smaller shapes")
-    ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
-    a = ap.parse_args()
+    a = parser(__doc__, quick_help="fewer patterns, smaller shapes",
+               out_help="results folder (default benchmarks/results)").parse_args()
     run(a.quick, a.out)

@@ -28,13 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_io as rio  # noqa: E402
 
 from elastic_coded.families import hetero as H  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(rio.RESULTS)
 PAPER = {"reduction_vs_uncoded": 0.80, "reduction_vs_unbalanced_coded": 0.49}
 SCHEMES = ["uncoded", "unbalanced_coded", "simple_greedy", "iterated_greedy", "probabilistic",
            "exact"]
@@ -182,9 +181,8 @@ def to_markdown(report: dict) -> str:
     for sc in report["paper_like"]:
         lines += [f"## M = {sc['M']} masters, N = {sc['N']} workers "
                   f"({sc['instances']} instances x {sc['trials']} trials)", "",
-                  "| scheme | MC mean | t* | P(t*) | P(never) | vs uncoded | "
-                  "vs unbalanced coded | plan time |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  *rio.table("scheme | MC mean | t* | P(t*) | P(never) | vs uncoded | "
+                             "vs unbalanced coded | plan time", "lrrrrrrr")]
         for name, s in sc["schemes"].items():
             lines.append(f"| {name} | {_num(s['mc_mean_s'])} | {_num(s['t_star_s'])} | "
                          f"{_pct(s['p_all_decoded_by_t_star'])} | "
@@ -203,8 +201,7 @@ def to_markdown(report: dict) -> str:
     lines += [f"## Greedy gap to the exact dedicated optimum (M = {se['M']}, N = {se['N']}, "
               f"{se['instances']} instances)", "",
               f"MILP and brute force disagree on {se['milp_vs_bruteforce_mismatches']} instances.",
-              "", "| planner | mean t gap | max t gap | found the optimum |",
-              "|---|---:|---:|---:|"]
+              "", *rio.table("planner | mean t gap | max t gap | found the optimum", "lrrr")]
     for name, g in se["t_gap_to_exact"].items():
         hit = se["found_optimum"].get(name, "—")
         lines.append(f"| {name} | {_pct(g['mean'])} | {_pct(g['max'])} | {hit} |")

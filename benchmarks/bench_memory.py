@@ -17,17 +17,13 @@ controller, Ray's agents and monitors).  Linux only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import RESULTS, ROOT, parser, publish, row, table  # noqa: E402
 
 _KB = 1024
 
@@ -136,10 +132,9 @@ def _section(res: dict, title: str) -> list:
              f"process shares: {res['private_anon_at_peak_mib']:.0f} MiB); "
              f"{res['samples']} samples, {res['wall_s']:.1f} s.",
              "",
-             "| processes at the PSS peak | count | PSS MiB | RSS MiB |",
-             "|---|---|---|---|"]
+             *table("processes at the PSS peak | count | PSS MiB | RSS MiB", "l")]
     for kind, v in res["by_kind"].items():
-        lines.append(f"| {kind} | {v['processes']} | {v['pss_mib']:.0f} | {v['rss_mib']:.0f} |")
+        lines.append(row([kind, v["processes"], f"{v['pss_mib']:.0f}", f"{v['rss_mib']:.0f}"]))
     return lines + [""]
 
 
@@ -147,13 +142,11 @@ def markdown(res: dict) -> str:
     shared, alone = res["shared"], res["one_per_process"]
     saved = alone["peak_pss_mib"] - shared["peak_pss_mib"]
     lines = [f"# Memory of `elastic-coded run {res['config']}`", "",
-             "| worker processes | peak PSS, summed (MiB) | processes at the peak "
-             "| sum of RSS (MiB) |",
-             "|---|---|---|---|",
-             f"| shared (as configured) | {shared['peak_pss_mib']:.0f} | "
-             f"{shared['processes_at_peak']} | {shared['peak_rss_sum_mib']:.0f} |",
-             f"| one per machine (`--machines-per-process 1`) | {alone['peak_pss_mib']:.0f} | "
-             f"{alone['processes_at_peak']} | {alone['peak_rss_sum_mib']:.0f} |", "",
+             *table("worker processes | peak PSS, summed (MiB) | processes at the peak | sum of "
+                    "RSS (MiB)", "l", ([what, f"{r['peak_pss_mib']:.0f}", r["processes_at_peak"],
+                                        f"{r['peak_rss_sum_mib']:.0f}"] for what, r in (
+                        ("shared (as configured)", shared),
+                        ("one per machine (`--machines-per-process 1`)", alone)))), "",
              f"Sharing saves {saved:.0f} MiB ({100 * saved / alone['peak_pss_mib']:.0f}%).", ""]
     lines += _section(shared, "Shared worker processes (as configured)")
     lines += _section(alone, "One worker process per machine")
@@ -166,18 +159,14 @@ def run(quick: bool, out: str, config: str = "examples/quickstart.yaml") -> dict
     steps = 10 if quick else None
     res = {"config": config, "steps": steps, "shared": measure(config, steps),
            "one_per_process": measure(config, steps, per_process=1)}
-    write_results(out, "memory", res, markdown(res))
-    print(markdown(res))
-    return res
+    return publish(out, "memory", res, markdown(res))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--config", default="examples/quickstart.yaml")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    out = a.out or os.path.join(ROOT, "benchmarks", "results", "quick" if a.quick else "")
+    out = a.out or os.path.join(RESULTS, "quick" if a.quick else "")
     run(a.quick, out.rstrip(os.sep), a.config)
     return 0
 

@@ -8,18 +8,15 @@ Writes benchmarks/results/planner.json and planner.md.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import machine, parser, publish, table  # noqa: E402
 
 from elastic_coded.families.usctec import (  # noqa: E402
     SpeedModel,
@@ -36,8 +33,6 @@ from elastic_coded.families.usctec import (  # noqa: E402
 from elastic_coded.families.usctec._fractional import _present_atoms, _step_lp  # noqa: E402
 from elastic_coded.families.usctec._layout import _cum_round  # noqa: E402
 from elastic_coded.schemes.plan import Placement, RowBlock  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -243,9 +238,8 @@ def _md_rounding(res) -> list[str]:
            "over integer rows per (block, machine), solved by HiGHS (`integer_optimum`). "
            "*Cumulative*: the rounding used before (fill each atom, cut rows by cumulative "
            "rounding of the group fractions).", "",
-           "| q | plan_step: median | p90 | max | cumulative: median | p90 | max | "
-           "c_int / c (max) | plan_step ms (median / max) |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           *table("q | plan_step: median | p90 | max | cumulative: median | p90 | max | "
+                  "c_int / c (max) | plan_step ms (median / max)", "r")]
     for r in res["rounding"]:
         o, c = r["ours_over_opt"], r["cumulative_over_opt"]
         out.append(f"| {r['q']} | {o['median']:.6f} | {o['p90']:.6f} | {o['max']:.6f} | "
@@ -272,8 +266,8 @@ def _md_plan_step(res) -> list[str]:
            "Wall time (median of the repeats; this machine's 2 cores are shared, so CPU time is "
            "given too). *Cyclic*: every block on exactly L+S machines (no LP, nothing to round). "
            "*Filled*: replication L+S+1, so the LP and the max-flow search both run.", "",
-           "| N | cyclic: wall ms | cpu ms | groups | filled: wall ms | cpu ms | blocks | groups "
-           "| c_int / c | validate ms |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           *table("N | cyclic: wall ms | cpu ms | groups | filled: wall ms | cpu ms | blocks | "
+                  "groups | c_int / c | validate ms", "r")]
     for c, f in zip(res["plan_step"], res["plan_step_filled"]):
         out.append(f"| {c['N']} | {c['plan_ms_median']:.1f} | {c['cpu_ms_median']:.1f} | "
                    f"{c['groups']} | {f['plan_ms_median']:.1f} | {f['cpu_ms_median']:.1f} | "
@@ -293,9 +287,8 @@ def to_markdown(res) -> str:
             "Half the machines are `ratio` times faster; 10% stragglers slowed 5x. Budgets "
             "e = 2(L+S)/N = 1.0 per machine. *Equal storage*: the design stores every row exactly "
             "L+S times, like cyclic. *Full budget*: the design may use more replication.", "",
-            "| speed ratio | cyclic | design, equal storage | ratio | design, full budget "
-            "| ratio |",
-            "|---:|---:|---:|---:|---:|---:|"]
+            *table("speed ratio | cyclic | design, equal storage | ratio | design, full budget "
+                   "| ratio", "r")]
     for r in res["design"]:
         out.append(f"| {r['speed_ratio']} | {r['cyclic']:.4f} | {r['design_equal_storage']:.4f} | "
                    f"{r['ratio_equal_storage']:.2f}x | {r['design_full_budget']:.4f} | "
@@ -304,15 +297,12 @@ def to_markdown(res) -> str:
 
 
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
-    out_dir = out_dir or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
     sizes = [100, 1000, 2000] if quick else [100, 1000, 2000, 5000, 10000]
     t0 = time.perf_counter()
     cyc, filled = bench_plan_step(sizes, repeats=3 if quick else 5)
     res = {
         "quick": quick,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "numpy": np.__version__},
+        "machine": machine("numpy"),
         "rounding": bench_rounding(instances=10 if quick else 60),
         "water_filling": bench_water_filling(trials=200 if quick else 2000),
         "plan_step": cyc,
@@ -321,15 +311,9 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
                                eval_samples=100 if quick else 400),
     }
     res["wall_s"] = time.perf_counter() - t0
-    md = to_markdown(res)
-    write_results(out_dir, "planner", res, md)
-    print(md)
-    return res
+    return publish(out_dir, "planner", res, to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = parser(__doc__).parse_args()
     run(a.quick, a.out)

@@ -35,7 +35,6 @@ Ratios, not absolute times, are what the table reports: this host is shared and 
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -43,14 +42,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (ROOT, HERE):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_io as rio  # noqa: E402
 from real_faults import Hog, Straggler, floor_start, floor_step, pid_of  # noqa: E402
-from results_io import publish  # noqa: E402
+from results_io import RESULTS, parser, publish, row, table  # noqa: E402
 
 L, S = 2, 1
 POLICIES = ("usctec-auto", "usctec", "dynamic")
@@ -61,7 +56,8 @@ TOL = 1e-9
 
 # -- workloads ---------------------------------------------------------------------------------
 
-def _graph(nodes: int, edges: int, seed: int):
+def google_matrix(nodes: int, edges: int, seed: int):
+    """The Google matrix of a seeded power-law graph, and its dangling nodes."""
     from elastic_coded import pagerank as pr
 
     return pr.google_matrix(pr.power_law_graph(nodes, edges, seed))
@@ -74,12 +70,12 @@ def workloads(quick: bool, rng) -> dict:
     big = (100_000, 1_000_000) if quick else (1_000_000, 10_000_000)
     pr_n = (50_000, 500_000) if quick else (300_000, 3_000_000)
     Ad = rng.standard_normal(dn)
-    As, _ = _graph(small, 10 * small, 2)
-    Ab, _ = _graph(*big, 0)
+    As, _ = google_matrix(small, 10 * small, 2)
+    Ab, _ = google_matrix(*big, 0)
     return {"dense": (Ad, [rng.standard_normal((dn[1], 16)) for _ in range(4)]),
             "sparse_8k": (As, [rng.random(small) for _ in range(4)]),
             "sparse_1m": (Ab, [rng.random(big[0]) for _ in range(4)]),
-            "pagerank": _graph(*pr_n, 3)}
+            "pagerank": google_matrix(*pr_n, 3)}
 
 
 # -- one workload ----------------------------------------------------------------------------------
@@ -256,17 +252,12 @@ def workload_run(A, xs, machines: int, steps: int, scenarios) -> dict:
 
 def run(quick: bool, out: str, machines: int = 6, steps: int | None = None,
         cpus: int | None = None) -> dict:
-    import ray
-
     steps = steps or (3 if quick else 9)
     cpus = cpus or os.cpu_count() or 2
     rng = np.random.default_rng(7)
     t0 = time.time()
     wl = workloads(quick, rng)
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=max(cpus, machines + 2), include_dashboard=False,
-             log_to_driver=False)
+    ray = rio.start_ray(max(cpus, machines + 2), fresh=True)
     res = {"quick": quick, "machines": machines, "cpus": os.cpu_count(), "L": L, "S": S,
            "steps": steps, "host": platform.machine(), "workloads": {}}
     try:
@@ -331,8 +322,8 @@ def markdown(res: dict) -> str:
              f"{res['steps']} steps, as a ratio to numpy / scipy in one process on the same "
              "inputs (in rotating blocks of steps, each runner's steps back to back). Errors: the "
              "largest relative error of any product against numpy / scipy.", "",
-             "| workload | straggler | " + " | ".join(POLICIES + PLAIN) + " | max error |",
-             "|---|---|" + "---:|" * (len(POLICIES + PLAIN) + 1)]
+             *table(["workload", "straggler", *POLICIES, *PLAIN, "max error"],
+                    "ll" + "r" * (len(POLICIES + PLAIN) + 1))]
     for wl, d in res["workloads"].items():
         for scen in SCENARIOS:
             if scen not in d:
@@ -343,28 +334,23 @@ def markdown(res: dict) -> str:
                 cells.append(f"fails ({s[r]['failed']})" if "failed" in s[r] and not
                              s[r]["times"] else f"{ratio(res, wl, r, scen):.2f}x")
             err = max(s[r]["max_error"] for r in POLICIES)
-            lines.append(f"| {wl} | {scen} | " + " | ".join(cells) + f" | {err:.1e} |")
+            lines.append(row([wl, scen, *cells, f"{err:.1e}"]))
     p = res["pagerank"]
     lines += ["", f"PageRank to 1e-10, {p['nodes']:,} nodes, {p['nnz']:,} nonzeros "
               f"(scipy: {p['local']['iterations']} iterations): time / scipy's, largest "
               "difference of a rank from scipy's", "",
-              "| runner | time / scipy | iterations | max diff |", "|---|---:|---:|---:|"]
+              *table("runner | time / scipy | iterations | max diff", "lrrr")]
     for r in POLICIES + PLAIN:
         lines.append(f"| {r} | {p[r]['s'] / p['local']['s']:.2f}x | {p[r]['iterations']} | "
                      f"{p[r]['max_abs_diff']:.1e} |")
-    lines += ["", "## Goals", "", "| goal | measured | target | met |", "|---|---:|---:|:---:|"]
-    for what, v, t, ok in res["goals"]:
-        lines.append(f"| {what} | {v:.2f}x | <= {t:.2f}x | {'yes' if ok else 'no'} |")
+    lines += ["", "## Goals", "", *table("goal | measured | target | met", "lrrc", (
+        [what, f"{v:.2f}x", f"<= {t:.2f}x", rio.yes(ok)] for what, v, t, ok in res["goals"]))]
     lines += ["", f"Wall time {res['wall_s']:.0f} s."]
     return "\n".join(lines) + "\n"
 
 
 def plot(res: dict, out: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = rio.pyplot()
     runners = POLICIES + PLAIN
     rows = [(wl, s) for wl, d in res["workloads"].items() for s in SCENARIOS if s in d]
     fig, ax = plt.subplots(figsize=(11, 4.5))
@@ -381,15 +367,11 @@ def plot(res: dict, out: str) -> None:
     ax.set_title(f"Real speed, {res['machines']} machines on {res['cpus']} CPUs "
                  "(0: the runner failed)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "real_quick.png" if res["quick"] else "real.png"), dpi=110)
-    plt.close(fig)
+    rio.save(fig, os.path.join(out, "real_quick.png" if res["quick"] else "real.png"), 110)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap = parser(__doc__, RESULTS)
     ap.add_argument("--machines", type=int, default=6)
     ap.add_argument("--steps", type=int, default=None)
     a = ap.parse_args()

@@ -19,19 +19,16 @@ runtime.md (or runtime_<tag>.*).
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_io as rio  # noqa: E402
+from results_io import check_product, machine, parser, publish, stats, table  # noqa: E402
 
-from results_io import write_results  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
 
 
@@ -45,11 +42,8 @@ def _trace(n_steps, machines, stragglers=2, factor=5.0, seed=0):
 
 
 def _stats(reports) -> dict:
-    t = np.array([r.t_total for r in reports])
     over = np.array([r.overhead_s for r in reports])
-    return {"steps": len(reports), "median_s": float(np.median(t)), "mean_s": float(t.mean()),
-            "p95_s": float(np.percentile(t, 95)),
-            "median_overhead_s": float(np.median(over)),
+    return {**stats([r.t_total for r in reports]), "median_overhead_s": float(np.median(over)),
             "median_slowest_needed_s": float(np.median([r.slowest_needed_s for r in reports])),
             "median_plan_s": float(np.median([r.t_plan for r in reports])),
             "median_decode_s": float(np.median([r.t_decode for r in reports])),
@@ -57,19 +51,11 @@ def _stats(reports) -> dict:
             "backups": int(sum(r.backups for r in reports))}
 
 
-def _check(Y, A, B):
-    err = np.linalg.norm(Y - A @ B) / np.linalg.norm(A @ B)
-    if err > 1e-9:
-        raise AssertionError(f"wrong product: relative error {err:.2e}")
-
-
 def _ray_floor(c, plan, B, reps: int = 15) -> float:
     """Ray's own fan-out floor beside a step: the same actors, the same coded-input payloads
     (one object-store put per position, each machine passed the positions its tasks use), one
     call each with no work, gathered with ``ray.wait`` one by one as the step gathers.  Median
     seconds over ``reps`` fan-outs."""
-    import time as _time
-
     import ray
 
     from elastic_coded.algebra.lagrange import lagrange_code
@@ -79,13 +65,13 @@ def _ray_floor(c, plan, B, reps: int = 15) -> float:
     uses = {m: sorted({t.position for t in ts}) for m, ts in plan.tasks().items()}
     times = []
     for _ in range(reps):
-        t0 = _time.perf_counter()
+        t0 = time.perf_counter()
         refs = [ray.put(coded[p]) for p in range(plan.K)]
         pending = [c._handles[m].compute.remote(Call(-1, (), 1), *[refs[p] for p in ps])
                    for m, ps in uses.items()]
         while pending:
             _, pending = ray.wait(pending, num_returns=1)
-        times.append(_time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
 
@@ -105,7 +91,7 @@ def scenario_stragglers(n, steps, ts, rng, real=False):
         for k, ev in enumerate(trace):
             B = rng.standard_normal((A.shape[1], 8))
             for p in policies:
-                _check(c.multiply(B, policy=p, events=ev), A, B)
+                check_product(c.multiply(B, policy=p, events=ev), A, B)
                 out[p].append(c.reports[-1])
             print(f"\r  stragglers: step {k + 1}/{steps}", end="", flush=True)
         placement = c.placement()
@@ -149,7 +135,7 @@ def scenario_heterogeneous(n, steps, ts, rng):
         for k in range(steps):
             B = rng.standard_normal((60, 8))
             for p in out:
-                _check(c.multiply(B, policy=p, events=StepEvents()), A, B)
+                check_product(c.multiply(B, policy=p, events=StepEvents()), A, B)
                 out[p].append(c.reports[-1])
             print(f"\r  heterogeneous: step {k + 1}/{steps}", end="", flush=True)
     print()
@@ -175,7 +161,7 @@ def scenario_churn(n, steps, ts, rng):
         with ElasticCluster(A, p, L=L, S=S, machines=ms, time_scale=ts, learn_speeds=False,
                             churn=parse_churn(churn)) as c:
             for k, B in enumerate(Bs):
-                _check(c.multiply(B), A, B)
+                check_product(c.multiply(B), A, B)
                 print(f"\r  churn ({p}): step {k + 1}/{steps}", end="", flush=True)
             print()
             st = _stats(c.reports)
@@ -197,9 +183,8 @@ def to_markdown(res) -> str:
         f"time_scale {res['time_scale']} s per unit of work, {res['steps']} steps per policy, "
         f"every product checked against numpy. Command: `{res['command']}`.", "",
         "## 2 random stragglers per step, slowed 5x (same trace for every policy)", "",
-        "| policy | median step (s) | mean (s) | p95 (s) | median overhead (ms) | vs uncoded "
-        "| vs speculative |",
-        "|---|---:|---:|---:|---:|---:|---:|"]
+        *table("policy | median step (s) | mean (s) | p95 (s) | median overhead (ms) | vs "
+               "uncoded | vs speculative", "lrrrrrr")]
     for p in ("usctec", "uncoded", "speculative", "cyclic"):
         lines.append(f"| {p} | {st[p]['median_s']:.3f} | {st[p]['mean_s']:.3f} | "
                      f"{st[p]['p95_s']:.3f} | {1000 * st[p]['median_overhead_s']:.1f} | "
@@ -219,7 +204,7 @@ def to_markdown(res) -> str:
               f"overhead / (floor + decode) = {fl['overhead_over_floor']:.2f}x (target <= 1.5x: "
               f"{'met' if fl['overhead_over_floor'] <= 1.5 else 'no'}).",
               "", "## Persistent speeds spread 1..4x", "",
-              "| policy | median step (s) | vs cyclic | vs ideal bound |", "|---|---:|---:|---:|"]
+              *table("policy | median step (s) | vs cyclic | vs ideal bound", "lrrr")]
     for p in ("usctec", "cyclic"):
         lines.append(f"| {p} | {he[p]['median_s']:.3f} | "
                      f"{r(he[p]['median_s'], he['cyclic']['median_s']):.2f}x | "
@@ -229,9 +214,8 @@ def to_markdown(res) -> str:
               f"{he['usctec_compute']['median_s']:.3f} s = "
               f"{he['usctec_compute']['median_s'] / he['ideal']['median_s']:.2f}x the ideal bound.",
               "", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
-              "| policy | median step (s) | vs uncoded | lost steps | joins | leaves | crashes "
-              "| churn/step |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              *table("policy | median step (s) | vs uncoded | lost steps | joins | leaves | "
+                     "crashes | churn/step", "lrrrrrrr")]
     for p in ("usctec", "uncoded"):
         c = ch[p]
         lines.append(f"| {p} | {c['median_s']:.3f} | "
@@ -243,23 +227,16 @@ def to_markdown(res) -> str:
 
 def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
         num_cpus: int | None = None, tag: str = "", real: bool = False) -> dict:
-    import ray
-
-    out_dir = out_dir or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
     steps = 4 if quick else 25
     ts = 1.0 if quick else 2.0
     rng = np.random.default_rng(0)
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False)
+    rio.start_ray(num_cpus)
     t0 = time.time()
     cmd = "python benchmarks/bench_runtime.py" + (" --quick" if quick else "") + \
         (f" --workers {workers}" if workers != 12 else "")
     res = {"tag": tag or ("quick" if quick else "full"), "quick": quick, "workers": workers,
            "steps": steps, "time_scale": ts, "command": cmd,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "ray": ray.__version__}}
+           "machine": machine("ray")}
     res["stragglers"] = scenario_stragglers(workers, steps, ts, rng, real=real)
     # compute per step grows with time_scale while the runtime overhead does not: the
     # heterogeneous scenario runs at 2x the time scale (its steps are short: work / sum of speeds)
@@ -267,20 +244,14 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
     res["churn"] = scenario_churn(workers, steps, ts / 2, rng)
     res["wall_s"] = time.time() - t0
     name = "runtime" + (f"_{tag}" if tag else ("_quick" if quick else ""))
-    md = to_markdown(res)
-    write_results(out_dir, name, res, md)
-    print(md)
-    return res
+    return publish(out_dir, name, res, to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--cpus", type=int, default=None)
     ap.add_argument("--tag", default="")
-    ap.add_argument("--out", default=None)
     ap.add_argument("--real", action="store_true",
                     help="straggler scenario at real compute speed (time_scale 0, larger A): "
                          "for a machine with a core per worker")

@@ -35,21 +35,18 @@ Writes ``scale.json``, ``scale.md`` and ``scale.png`` (with matplotlib).  The go
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import platform
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from results_io import publish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_io as rio  # noqa: E402
+from real_faults import pid_of as _pid_of  # noqa: E402
+from results_io import machine, parser, publish, row, table, yes  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec", "dynamic")
 TIME_SCALE = 0.5
@@ -90,12 +87,6 @@ def cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(parts[11]) + int(parts[12])) / TICK
-
-
-def _pid_of(handle) -> int:
-    import ray
-
-    return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()))
 
 
 # -- Ray's floor ---------------------------------------------------------------------------------
@@ -316,40 +307,38 @@ def to_markdown(res: dict) -> str:
              f"{res['warm']} warm-up steps; A of 100 M x {COLS}, inputs of {INPUT_COLS} columns, "
              f"speeds 1..4, time_scale {TIME_SCALE}, L={L}, S={S}; machine: "
              f"{res['machine']['cpus']} CPUs, Ray {res['machine']['ray']}.\n",
-             "| M | ideal | Ray's floor | " + " | ".join(POLICIES) +
-             " | default / floor | goal <= 1.5x |", "|---:|---:|---:|" +
-             "---:|" * len(POLICIES) + "---:|:---:|"]
+             *table(["M", "ideal", "Ray's floor", *POLICIES, "default / floor",
+                     "goal <= 1.5x"], "rrr" + "r" * len(POLICIES) + "rc")]
     for r in res["sizes"]:
-        pol = " | ".join(f"{1000 * r['policies'][p]['median_s']:.0f} ms" for p in POLICIES)
         ratio = r["default_over_floor"]
-        lines.append(f"| {r['M']} | {1000 * r['ideal_s']:.1f} ms | "
-                     f"{1000 * r['ray_floor']['median_s']:.0f} ms | {pol} | {ratio:.2f}x | "
-                     f"{'yes' if ratio <= 1.5 else 'no'} |")
+        lines.append(row([r["M"], f"{1000 * r['ideal_s']:.1f} ms",
+                          f"{1000 * r['ray_floor']['median_s']:.0f} ms",
+                          *(f"{1000 * r['policies'][p]['median_s']:.0f} ms" for p in POLICIES),
+                          f"{ratio:.2f}x", yes(ratio <= 1.5)]))
     lines += ["", "Against the process floor (plain Ray, one paced call per worker process "
               "carrying its machines' blocks, one result back per process; goals at M=96 and "
               "192: the default's step and its driver's CPU <= 1.25x the floor's):", "",
-              "| M | process floor | default | step ratio | driver CPU per machine (floor's) | "
-              "CPU ratio | met (step / CPU) |", "|---:|---:|---:|---:|---:|---:|:---:|"]
+              *table("M | process floor | default | step ratio | driver CPU per machine "
+                     "(floor's) | CPU ratio | met (step / CPU)", "rrrrrrc")]
     for r in res["sizes"]:
         pf = r.get("process_floor")
         if pf is None:
             continue
         d = r["policies"]["usctec-auto"]
         sr, cr = r["default_over_process_floor"], r["driver_cpu_over_process_floor"]
-        met = (f"{'yes' if sr <= 1.25 else 'no'} / {'yes' if cr <= 1.25 else 'no'}"
-               if r["M"] in (96, 192) else "-")
+        met = f"{yes(sr <= 1.25)} / {yes(cr <= 1.25)}" if r["M"] in (96, 192) else "-"
         lines.append(f"| {r['M']} | {1000 * pf['median_s']:.0f} ms | "
                      f"{1000 * d['median_s']:.0f} ms | {sr:.2f}x | "
                      f"{d['driver_cpu_ms_per_machine']:.2f} ms "
                      f"({pf['driver_cpu_ms_per_machine']:.2f} ms) | {cr:.2f}x | {met} |")
     lines += ["", "CPU per step and machine (ms), the default policy, and where its step goes:",
-              "", "| M | driver | controller | driver + controller | goal <= 0.3 at M=96 | "
-              "workers | floor's driver | floor's workers | t_plan | t_compute | modes |",
-              "|---:|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---|"]
+              "", *table("M | driver | controller | driver + controller | goal <= 0.3 at M=96 "
+                         "| workers | floor's driver | floor's workers | t_plan | t_compute | "
+                         "modes", "rrrrcrrrrrl")]
     for r in res["sizes"]:
         d, fl = r["policies"]["usctec-auto"], r["ray_floor"]
         dc = r["default_driver_plus_controller_ms_per_machine"]
-        goal = ("yes" if dc <= 0.3 else "no") if r["M"] == 96 else "-"
+        goal = yes(dc <= 0.3) if r["M"] == 96 else "-"
         lines.append(f"| {r['M']} | {d['driver_cpu_ms_per_machine']:.2f} | "
                      f"{d['controller_cpu_ms_per_machine']:.2f} | {dc:.2f} | {goal} | "
                      f"{d['worker_cpu_ms_per_machine']:.2f} | "
@@ -361,14 +350,14 @@ def to_markdown(res: dict) -> str:
               "execution the driver will run (pull, eager or lean; the costliest counts), and "
               "all three (a first step, or a missed prediction of the next step's execution; "
               "goals: <= 20 ms at M=96, <= 100 ms at 1,000 machines):", "",
-              "| M | pull | eager | lean | a step (costliest) | goal | met | all three |",
-              "|---:|---:|---:|---:|---:|---:|:---:|---:|"]
+              *table("M | pull | eager | lean | a step (costliest) | goal | met | all three",
+                     "rrrrrrcr")]
     for p in res.get("planner", []):
         goal = 20 if p["M"] <= 96 else 100
         pm = p.get("per_mode_ms", {})
         cells = " | ".join(f"{pm[m]:.1f} ms" if m in pm else "-" for m in ("pull", "eager", "lean"))
         lines.append(f"| {p['M']} | {cells} | {p['plan_ms_median']:.1f} ms | <= {goal} ms | "
-                     f"{'yes' if p['plan_ms_median'] <= goal else 'no'} | "
+                     f"{yes(p['plan_ms_median'] <= goal)} | "
                      f"{p.get('all_modes_ms', float('nan')):.1f} ms |")
     lines += ["", "The trace (`trace=FILE`), the default policy's steps again with it on: the "
               "driver hands each step to a writer thread (the hand-over is what the step "
@@ -377,13 +366,13 @@ def to_markdown(res: dict) -> str:
               "the cost counted against the goal (<= 2% at M=96) "
               "though it overlaps the driver's waits; and the traced median step over the "
               "untraced one (noise included):", "",
-              "| M | events per step | hand-over per step | writer per step | of the step | "
-              "goal | met | traced / untraced |", "|---:|---:|---:|---:|---:|---:|:---:|---:|"]
+              *table("M | events per step | hand-over per step | writer per step | of the step "
+                     "| goal | met | traced / untraced", "rrrrrrcr")]
     for r in res["sizes"]:
         t = r.get("trace")
         if t is None:
             continue
-        met = ("yes" if t["cost_fraction"] <= 0.02 else "no") if r["M"] == 96 else "-"
+        met = yes(t["cost_fraction"] <= 0.02) if r["M"] == 96 else "-"
         lines.append(f"| {r['M']} | {t['events_per_step']:.0f} | "
                      f"{1000 * t.get('handed_ms_per_step', 0.0):.0f} us | "
                      f"{t['cost_ms_per_step']:.2f} ms | {100 * t['cost_fraction']:.2f}% | "
@@ -392,12 +381,7 @@ def to_markdown(res: dict) -> str:
 
 
 def plot(res: dict, out_dir: str) -> str | None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+    plt = rio.pyplot()
     Ms = [r["M"] for r in res["sizes"]]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot(Ms, [1000 * r["ideal_s"] for r in res["sizes"]], "k:", label="ideal compute")
@@ -411,26 +395,16 @@ def plot(res: dict, out_dir: str) -> str | None:
     ax.set_ylabel("median step (ms)")
     ax.set_title("A step as machines join")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "scale.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return rio.save(fig, os.path.join(out_dir, "scale.png"), 110)
 
 
 def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
-    import ray
-
-    out_dir = out_dir or os.path.join(HERE, "results")
     sizes = tuple(sizes or ((12, 24) if quick else (12, 24, 48, 96, 192)))
     steps, warm = (3, 1) if quick else (9, 2)
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False)
+    rio.start_ray()
     cmd = "python benchmarks/bench_scale.py" + (" --quick" if quick else "")
     res = {"command": cmd, "quick": quick, "steps": steps, "warm": warm,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "ray": ray.__version__}, "sizes": []}
+           "machine": machine("ray"), "sizes": []}
     t0 = time.time()
     for M in sizes:
         print(f"  scale: M={M}", flush=True)
@@ -441,10 +415,7 @@ def run(quick: bool = False, out_dir: str | None = None, sizes=None) -> dict:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--sizes", default=None, help="comma-separated M, e.g. 12,96")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    run(a.quick, a.out, [int(x) for x in a.sizes.split(",")] if a.sizes else None)
+    run(a.quick, a.out, rio.ints(a.sizes))

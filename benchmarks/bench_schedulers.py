@@ -47,20 +47,17 @@ run).
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 from dataclasses import replace
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_io as rio  # noqa: E402
+from results_io import check_product, machine, parser, publish, row, table, yes  # noqa: E402
 
-from results_io import publish  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 L, S = 4, 2
 CODED = ("usctec-auto", "usctec-pull", "usctec", "cyclic")
 UNCODED = ("speculative", "uncoded", "proportional")
@@ -88,24 +85,18 @@ def _slowdowns(n_steps: int, machines: list, seed: int, stragglers: bool) -> lis
     return out
 
 
-def _check(Y, A, B) -> None:
-    err = np.linalg.norm(Y - A @ B) / np.linalg.norm(A @ B)
-    if err > 1e-9:
-        raise AssertionError(f"wrong product: relative error {err:.2e}")
-
-
 def _ideal(report, emulated: dict, slow: dict, ts: float) -> float:
     """The step's ideal bound: its work over the speeds present, each over its slowdown."""
     eff = sum(emulated[m] / slow.get(m, 1.0) for m in report.available if m in emulated)
     return ts / eff
 
 
-def _row(reports, ideals) -> dict:
-    t = np.array([r.t_total for r in reports])
-    return {"steps": len(t), "median_s": float(np.median(t)), "mean_s": float(t.mean()),
-            "p95_s": float(np.percentile(t, 95)),
-            "over_ideal_median": float(np.median(t / np.array(ideals))),
-            "work": float(np.mean([r.products / r.useful_products for r in reports])),
+def _row(reports, ideals, times=None) -> dict:
+    """A run's figures: from its ``reports``, or from its step ``times`` alone (no work)."""
+    t = np.array([r.t_total for r in reports] if times is None else times)
+    work = [r.products / r.useful_products for r in reports]
+    return {**rio.stats(t), "over_ideal_median": float(np.median(t / np.array(ideals))),
+            "work": float(np.mean(work)) if work else float("nan"),
             "modes": sorted({r.extra.get("mode", "") for r in reports} - {""})}
 
 
@@ -164,14 +155,14 @@ def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
             B = rng.standard_normal((60, 8))
             for lab, p, k in _variants():
                 settle(c)  # the step before's cancelled calls are gone (bench_sim_fidelity)
-                _check(_multiply(c, B, p, k, StepEvents(slow=slow), learnt, lab), A, B)
+                check_product(_multiply(c, B, p, k, StepEvents(slow=slow), learnt, lab), A, B)
                 runs[lab].append(c.reports[-1])
             for k in CHUNKS:
                 settle(c, actors.values())
                 t = time.perf_counter()
                 Y = hw.step(actors, cuts[k], B, slow, A.shape[0])
                 plain[f"hand-written/{k}"].append(time.perf_counter() - t)
-                _check(Y, A, B)
+                check_product(Y, A, B)
             ideals.append(_ideal(c.reports[-1], emulated, slow, ts))
             print(f"\r  {'stragglers' if stragglers else 'heterogeneous'} {ideal_s:g} s: step "
                   f"{step + 1}/{steps}", end="", flush=True)
@@ -179,12 +170,7 @@ def fixed_membership(n, steps, ideal_s, rng, stragglers: bool) -> dict:
             ray.kill(a)
     print()
     out = {lab: _row(r, ideals) for lab, r in runs.items()}
-    for lab, t in plain.items():
-        t = np.array(t)
-        out[lab] = {"steps": len(t), "median_s": float(np.median(t)), "mean_s": float(t.mean()),
-                    "p95_s": float(np.percentile(t, 95)),
-                    "over_ideal_median": float(np.median(t / np.array(ideals))),
-                    "work": float("nan"), "modes": []}
+    out.update({lab: _row((), ideals, t) for lab, t in plain.items()})
     return out
 
 
@@ -220,7 +206,7 @@ def churn(n, steps, ideal_s, rng) -> dict:
                 present = [m for m in c.machines() if m not in ev.leave]
                 slow = {m: f for m, f in slows[step].items() if m in present}
                 ev = replace(ev, slow=slow)
-                _check(c.multiply(B, events=ev), A, B)
+                check_product(c.multiply(B, events=ev), A, B)
                 reports.append(c.reports[-1])
                 ideals.append(_ideal(c.reports[-1], emulated, slow, ts))
             s = c.summary()
@@ -246,9 +232,9 @@ def finish(res: dict) -> dict:
         bases.append("hand-written")
     best = min(bases, key=lambda p: res[p]["median_s"])
     res["best_baseline"] = best
-    for _lab, row in res.items():
-        if isinstance(row, dict) and "median_s" in row:
-            row["vs_best_baseline"] = row["median_s"] / res[best]["median_s"]
+    for _lab, r in res.items():
+        if isinstance(r, dict) and "median_s" in r:
+            r["vs_best_baseline"] = r["median_s"] / res[best]["median_s"]
     return res
 
 
@@ -266,21 +252,21 @@ def to_markdown(res: dict) -> str:
              f"elasticity), best of the same chunk counts.  The best baseline is the fastest "
              f"of `dynamic`, `proportional` and `hand-written`.  Command: "
              f"`{res['command']}`.", ""]
-    lines += ["| scenario | ideal step | default (usctec-auto) median | best baseline | its median "
-              "| default / best baseline | default / ideal bound | met (<= 1.0x) |",
-              "|---|---:|---:|---|---:|---:|---:|:---:|"]
+    lines += table("scenario | ideal step | default (usctec-auto) median | best baseline | its "
+                   "median | default / best baseline | default / ideal bound | met (<= 1.0x)",
+                   "lrrlrrrc")
     for key in res["order"]:
         sc = res["scenarios"][key]
         d, b = sc[DEFAULT], sc[sc["best_baseline"]]
-        lines.append(f"| {sc['name']} | {sc['ideal_s']:g} s | {d['median_s']:.3f} s | "
-                     f"{sc['best_baseline']} | {b['median_s']:.3f} s | "
-                     f"{d['vs_best_baseline']:.2f}x | {d['over_ideal_median']:.2f}x | "
-                     f"{'yes' if d['vs_best_baseline'] <= 1.0 else 'no'} |")
+        lines.append(row([sc["name"], f"{sc['ideal_s']:g} s", f"{d['median_s']:.3f} s",
+                          sc["best_baseline"], f"{b['median_s']:.3f} s",
+                          f"{d['vs_best_baseline']:.2f}x", f"{d['over_ideal_median']:.2f}x",
+                          yes(d["vs_best_baseline"] <= 1.0)]))
     for key in res["order"]:
         sc = res["scenarios"][key]
         lines += ["", f"## {sc['name']}, ideal step {sc['ideal_s']:g} s", "",
-                  "| policy | median (s) | mean (s) | p95 (s) | vs best baseline | vs ideal "
-                  "bound | work (products / A@B) |", "|---|---:|---:|---:|---:|---:|---:|"]
+                  *table("policy | median (s) | mean (s) | p95 (s) | vs best baseline | vs "
+                         "ideal bound | work (products / A@B)", "lrrrrrr")]
         labs = [DEFAULT] + [p for p in CODED + UNCODED if p != DEFAULT] + ["dynamic"]
         labs += ["hand-written"] if "hand-written" in sc else []
         for lab in labs:
@@ -297,11 +283,7 @@ def to_markdown(res: dict) -> str:
 
 
 def plot(res: dict, out_dir: str) -> list:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = rio.pyplot()
     keys = res["order"]
     labs = [p for p in (DEFAULT, "usctec-pull", "usctec", "speculative", "dynamic",
                         "proportional", "hand-written")
@@ -322,29 +304,21 @@ def plot(res: dict, out_dir: str) -> list:
     ax.set_title(f"{res['workers']} emulated machines, speeds 1..4, L={L}, S={S}: median step "
                  f"time over the best hand-written baseline", fontsize=9)
     ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
     tag = res.get("tag", "full")
-    path = os.path.join(out_dir, "schedulers.png" if tag == "full" else f"schedulers_{tag}.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [rio.save(fig, os.path.join(out_dir, "schedulers.png" if tag == "full" else
+                                   f"schedulers_{tag}.png"), 120)]
 
 
 def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
         sizes: tuple = (0.05, 1.0), tag: str = "", steps: int | None = None) -> dict:
-    import ray
-
     global CODED, UNCODED, CHUNKS
-    out_dir = out_dir or os.path.join(HERE, "results")
     steps = steps or (2 if quick else 12)
     scenarios = ("stragglers", "heterogeneous", "churn")
     if quick:  # well-formed results in seconds (the test suite runs it), not figures
         sizes, workers, scenarios = (0.05,), min(workers, 6), scenarios[:2]
         CODED, UNCODED, CHUNKS = ("usctec-auto", "usctec"), ("proportional",), (4,)
     rng = np.random.default_rng(0)
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False)
+    rio.start_ray()
     t0 = time.time()
     cmd = "python benchmarks/bench_schedulers.py" + (" --quick" if quick else "") + \
         (f" --workers {workers}" if workers != 12 else "") + \
@@ -352,8 +326,7 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
         (f" --steps {steps}" if steps else "") + (f" --tag {tag}" if tag else "")
     res = {"tag": tag or ("quick" if quick else "full"), "workers": workers, "steps": steps,
            "sizes": list(sizes), "command": cmd, "scenarios": {}, "order": [],
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "ray": ray.__version__}}
+           "machine": machine("ray")}
     for name, fn in (("stragglers", lambda s: fixed_membership(workers, steps, s, rng, True)),
                      ("heterogeneous", lambda s: fixed_membership(workers, steps, s, rng, False)),
                      ("churn", lambda s: churn(workers, steps, s, rng))):
@@ -371,13 +344,10 @@ def run(quick: bool = False, out_dir: str | None = None, workers: int = 12,
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--sizes", default="0.05,1.0")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--tag", default="")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     run(a.quick, a.out, a.workers, tuple(float(x) for x in a.sizes.split(",")), a.tag, a.steps)

@@ -39,19 +39,14 @@ time and reported apart.  ``design_placement`` scores its candidates on 8 speed 
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import machine, parser, publish, table  # noqa: E402
 
 from elastic_coded.churn import ChurnScript, RandomChurn  # noqa: E402
 from elastic_coded.families.unified import latency_load  # noqa: E402
@@ -69,8 +64,6 @@ from elastic_coded.sim import (  # noqa: E402
 L, S = 4, 2
 K = L + S
 STORAGE = 0.9
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _design_samples(N: int) -> int:
@@ -202,9 +195,9 @@ def _f(x, nd=2):
 
 def _md_stragglers(rows: list) -> list:
     lines = ["## 2 random stragglers per step, slowed 5x", "",
-             "| N | steps | usctec | uncoded | speculative | cyclic | ideal | usctec / uncoded | "
-             "usctec / speculative | plan ms/step (usctec) | per re-plan | wall s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *table("N | steps | usctec | uncoded | speculative | cyclic | ideal | usctec / "
+                    "uncoded | usctec / speculative | plan ms/step (usctec) | per re-plan | "
+                    "wall s", "r")]
     for sc in rows:
         p = sc["policies"]
         lines.append(
@@ -219,9 +212,8 @@ def _md_stragglers(rows: list) -> list:
 
 def _md_heterogeneous(rows: list) -> list:
     lines = ["", "## Persistent speeds spread 1..4x (known to the planner)", "",
-             "| N | steps | usctec | cyclic | cec | usctec-cyclic | ideal | usctec / cyclic | "
-             "usctec / cec | usctec / ideal | wall s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *table("N | steps | usctec | cyclic | cec | usctec-cyclic | ideal | usctec / cyclic "
+                    "| usctec / cec | usctec / ideal | wall s", "r")]
     for sc in rows:
         p = sc["policies"]
         lines.append(
@@ -235,10 +227,10 @@ def _md_heterogeneous(rows: list) -> list:
 
 def _md_churn(rows: list) -> list:
     lines = ["", "## 20% of machines churning per step (plus 2 stragglers per step)", "",
-             "| N | steps | usctec | uncoded | usctec / uncoded | median ratio | lost steps "
-             "(usctec / uncoded) | joins / leaves / crashes | churn per step | pieces short of L "
-             "(usctec) | plan ms/step (usctec / uncoded) | storage ms/step | wall s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *table("N | steps | usctec | uncoded | usctec / uncoded | median ratio | lost steps "
+                    "(usctec / uncoded) | joins / leaves / crashes | churn per step | pieces "
+                    "short of L (usctec) | plan ms/step (usctec / uncoded) | storage ms/step | "
+                    "wall s", "r")]
     for sc in rows:
         p, c = sc["policies"], sc["counts"]
         stor = sum(sc["storage_ms_per_step"].values())
@@ -255,10 +247,9 @@ def _md_churn(rows: list) -> list:
 
 def _md_learning(rows: list) -> list:
     lines = ["", "## Speeds spread 1..4x, learnt (estimates start at 1; plan cache tolerance 5%)",
-             "", "| N | steps | usctec (learning) | usctec (first estimates) | cyclic | ideal | "
-             "usctec / cyclic | settled by step | re-plans | plan ms/step | per re-plan | "
-             "wall s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "", *table("N | steps | usctec (learning) | usctec (first estimates) | cyclic | "
+                        "ideal | usctec / cyclic | settled by step | re-plans | plan ms/step | "
+                        "per re-plan | wall s", "r")]
     for sc in rows:
         p = sc["policies"]
         lines.append(
@@ -276,10 +267,10 @@ def _md_schemes(rows: list) -> list:
              "(fastest q of the servers, mu = 1/2, 4 inputs), MATH.md's D(q) for K = N beside it; "
              "re-designs and coded rows moved in copies of A. Hetero: masters of 60 and 100 rows; "
              "the model's lower bound and t* of the assignment beside it.", "",
-             "| N | trace | joins / leaves / crashes | unified q=2 (D) | q=4 (D) | re-designs | "
-             "copies of A moved (q=2 / q=4) | hetero | uncoded | unbalanced coded | "
-             "lower bound | t* | re-plans | rescued rows | lost | wall s |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *table("N | trace | joins / leaves / crashes | unified q=2 (D) | q=4 (D) | "
+                    "re-designs | copies of A moved (q=2 / q=4) | hetero | uncoded | unbalanced "
+                    "coded | lower bound | t* | re-plans | rescued rows | lost | wall s",
+                    "rl" + "r" * 14)]
     for sc in rows:
         for name in ("steady", "churn"):
             r = sc[name]
@@ -332,10 +323,6 @@ def to_markdown(res: dict) -> str:
 def run(quick: bool = False, out_dir: str | None = None) -> dict:
     """Run the benchmark; write ``sim.json`` and ``sim.md`` to ``out_dir`` (default
     ``benchmarks/results``); print the table; return the results."""
-    import scipy
-
-    out_dir = out_dir or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
     t0 = time.perf_counter()
     Ns = (100, 500) if quick else (100, 500, 1000, 2000)
     # churn re-plans every step (membership changes every step) and its placement fragments as
@@ -347,8 +334,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
     scheme_Ns, scheme_steps = ((12,), 100) if quick else ((12, 20), 300)
     res = {"quick": quick, "L": L, "S": S, "storage": STORAGE, "Ns": list(Ns), "steps": steps,
            "command": "python benchmarks/bench_sim.py" + (" --quick" if quick else ""),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "numpy": np.__version__, "scipy": scipy.__version__}}
+           "machine": machine("numpy", "scipy")}
     for name, fn in (("stragglers", scenario_stragglers), ("heterogeneous", scenario_heterogeneous),
                      ("churn", scenario_churn), ("learning", scenario_learning)):
         res[name] = []
@@ -368,17 +354,10 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
     if speed:
         res["speed"] = speed[0]
     res["wall_s"] = time.perf_counter() - t0
-    name = "sim_quick" if quick else "sim"
-    md = to_markdown(res)
-    write_results(out_dir, name, res, md)
-    print(md)
-    return res
+    return publish(out_dir, "sim_quick" if quick else "sim", res, to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="N = 100, 500 and fewer steps (< 60 s)")
-    ap.add_argument("--out", default=None, help="results folder (default benchmarks/results)")
-    a = ap.parse_args()
+    a = parser(__doc__, quick_help="N = 100, 500 and fewer steps (< 60 s)",
+               out_help="results folder (default benchmarks/results)").parse_args()
     run(a.quick, a.out)

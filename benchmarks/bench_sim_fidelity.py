@@ -32,20 +32,16 @@ figures on a shared host are noisy.
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 from dataclasses import replace
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from results_io import publish, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_io as rio  # noqa: E402
+from results_io import RESULTS, ROOT, check_product, machine, parser, publish, row  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec-pull", "usctec", "dynamic", "proportional")
 L, S = 4, 2
@@ -108,12 +104,6 @@ def _cluster(A, policy, trace, ts):
                           deadline=DEADLINE)
 
 
-def _check(Y, A, B) -> None:
-    err = np.linalg.norm(Y - A @ B) / np.linalg.norm(A @ B)
-    if err > 1e-9:
-        raise AssertionError(f"wrong product: relative error {err:.2e}")
-
-
 def settle(c, actors=()) -> None:
     """Wait until every worker process of cluster ``c`` (and every actor of ``actors``) has
     answered a call made now: the calls the step before cancelled are gone from its event
@@ -140,7 +130,7 @@ def runtime_each(trace, ts: float, rng) -> dict:
                 ev = _events(trace, t)
                 same += sorted(set(c.machines()) - set(ev.leave) | {j.id for j in ev.join}) \
                     == list(trace.present(t))
-                _check(c.multiply(B, events=ev), A, B)
+                check_product(c.multiply(B, events=ev), A, B)
                 out.append(c.reports[-1].t_total)
         times[p], match[p] = out[WARM:], same / trace.steps
     return {"times": times, "membership_match": match}
@@ -233,17 +223,17 @@ def to_markdown(res: dict) -> str:
              f"{1e3 * c['plan_s']:.1f} ms, worker {1e3 * c['worker_call_s']:.2f} ms per call).  "
              f"Goals: ratio to dynamic within {100 * RATIO_GOAL:.0f}% of the runtime's, median "
              f"within {100 * ABS_GOAL:.0f}% with the cost.  Command: `{res['command']}`.", "",
-             "| case | M | ideal | policy | runtime median | sim (compute) | sim (cost) | "
-             "sim cost / runtime | within 20% | runtime / dynamic | sim cost / dynamic | "
-             "within 15% |", "|---|---:|---:|---|---:|---:|---:|---:|:---:|---:|---:|:---:|"]
+             *rio.table("case | M | ideal | policy | runtime median | sim (compute) | sim "
+                        "(cost) | sim cost / runtime | within 20% | runtime / dynamic | sim cost "
+                        "/ dynamic | within 15%", "lrrlrrrrcrrc")]
     for case in res["cases"]:
         for p, r in case["policies"].items():
-            lines.append(
-                f"| {case['name']} | {case['M']} | {case['ideal_s']:g} s | {p} | "
-                f"{r['runtime_median_s']:.3f} s | {r['sim_median_s']:.3f} s | "
-                f"{r['sim_cost_median_s']:.3f} s | {r['sim_cost_over_runtime']:.2f}x | "
-                f"{'yes' if r['abs_met'] else 'no'} | {_ratio_cell(r)} | "
-                f"{r['sim_cost_vs_dynamic']:.2f}x | {'yes' if r['ratio_met'] else 'no'} |")
+            lines.append(row([
+                case["name"], case["M"], f"{case['ideal_s']:g} s", p,
+                *(f"{r[k]:.3f} s" for k in ("runtime_median_s", "sim_median_s",
+                                             "sim_cost_median_s")),
+                f"{r['sim_cost_over_runtime']:.2f}x", rio.yes(r["abs_met"]), _ratio_cell(r),
+                f"{r['sim_cost_vs_dynamic']:.2f}x", rio.yes(r["ratio_met"])]))
     n = sum(len(c["policies"]) for c in res["cases"])
     ok_r = sum(r["ratio_met"] for c in res["cases"] for r in c["policies"].values())
     ok_a = sum(r["abs_met"] for c in res["cases"] for r in c["policies"].values())
@@ -270,11 +260,7 @@ def _ratio_cell(row: dict) -> str:
 
 
 def plot(res: dict, out_dir: str) -> list:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = rio.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     marks = dict(zip(POLICIES, "os^Dv"))
     for p in POLICIES:
@@ -295,27 +281,20 @@ def plot(res: dict, out_dir: str) -> list:
     axes[1].set_ylabel("simulator (cost): median / dynamic's")
     axes[0].legend(fontsize=7)
     fig.suptitle("Simulator vs runtime on the same traces", fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "sim_fidelity.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [rio.save(fig, os.path.join(out_dir, "sim_fidelity.png"), 120)]
 
 
 def _cost(path: str | None):
     from elastic_coded.sim import RuntimeCost
 
-    path = path or os.path.join(HERE, "results", "runtime_cost.json")
+    path = path or os.path.join(RESULTS, "runtime_cost.json")
     if os.path.exists(path):
-        return RuntimeCost.load(path), os.path.relpath(path, os.path.dirname(HERE))
+        return RuntimeCost.load(path), os.path.relpath(path, ROOT)
     return RuntimeCost(), "RuntimeCost() defaults (no calibration file)"
 
 
 def run(quick: bool = False, out_dir: str | None = None, cost_path: str | None = None,
         steps: int | None = None) -> dict:
-    import ray
-
-    out_dir = out_dir or os.path.join(HERE, "results")
     steps = steps or (3 if quick else 8)
     if quick:
         cases = [("stragglers", 6, 0.05)]
@@ -323,9 +302,7 @@ def run(quick: bool = False, out_dir: str | None = None, cost_path: str | None =
         cases = [("stragglers", M, s) for M in (12, 48) for s in (0.05, 0.357, 1.0)]
         cases += [("churn", M, 0.357) for M in (12, 48)]
     cost, source = _cost(cost_path)
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False)
+    rio.start_ray()
     rng = np.random.default_rng(0)
     t0 = time.time()
     cmd = "python benchmarks/bench_sim_fidelity.py" + (" --quick" if quick else "")
@@ -333,21 +310,17 @@ def run(quick: bool = False, out_dir: str | None = None, cost_path: str | None =
            "cost": cost.to_dict(), "cost_source": source,
            "cases": [run_case(n, M, s, steps, cost, rng, 1 if quick else None)
                      for n, M, s in cases],
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "ray": ray.__version__}}
+           "machine": machine("ray")}
     res["wall_s"] = time.time() - t0
     name = "sim_fidelity" + ("_quick" if quick else "")
     return publish(out_dir, name, res, to_markdown(res), plot)
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--cost", default=None, help="a runtime_cost.json (default: the calibrated "
                                                  "one in benchmarks/results, else defaults)")
     ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--out", default=None)
     ap.add_argument("--resim", action="store_true",
                     help="recompute the simulator's columns of the results file (after a new "
                          "calibration), keeping the runtime's figures")
@@ -355,15 +328,10 @@ if __name__ == "__main__":
     if a.resim:
         import json
 
-        out = a.out or os.path.join(HERE, "results")
+        out = a.out or RESULTS
         name = "sim_fidelity" + ("_quick" if a.quick else "")
         with open(os.path.join(out, name + ".json")) as fh:
             res = resimulate(json.load(fh), *_cost(a.cost))
-        write_results(out, name, res, to_markdown(res))
-        try:
-            plot(res, out)
-        except ImportError:
-            pass
-        print(to_markdown(res))
+        publish(out, name, res, to_markdown(res), plot)
     else:
         run(a.quick, a.out, a.cost, a.steps)

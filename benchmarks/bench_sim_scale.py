@@ -24,20 +24,15 @@ under 2 minutes, each run; the table says "no" where missed).  Writes ``sim_scal
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 from dataclasses import replace
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from results_io import publish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import ints, machine, parser, publish, row, table, yes  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec", "usctec-pull", "dynamic", "proportional")
 L, S = 4, 2
@@ -120,34 +115,29 @@ def to_markdown(res: dict) -> str:
              f"Command: `{res['command']}`.", "",
              "A goal is met per run (one run: the five policies side by side on the trace) and "
              "for both runs together.", "",
-             "| N | steps | compute run | cost run | both runs | goal | met per run "
-             "(compute / cost) | met, both | churn events |",
-             "|---:|---:|---:|---:|---:|---:|:---:|:---:|---:|"]
+             *table("N | steps | compute run | cost run | both runs | goal | met per run "
+                    "(compute / cost) | met, both | churn events", "rrrrrrccr")]
     for sz in res["sizes"]:
         ev = sz["counts"]
-        n_ev = ev["joins"] + ev["leaves"] + ev["crashes"]
         goal = "-" if sz["goal_s"] is None else f"{sz['goal_s']:.0f} s"
-        yn = (lambda v: "-" if v is None else ("yes" if v else "no"))
+        yn = (lambda v: "-" if v is None else yes(v))
         runs = sz.get("met_runs") or {}
         per = "-" if not runs else f"{yn(runs['compute'])} / {yn(runs['cost'])}"
-        lines.append(f"| {sz['N']} | {sz['steps']} | {sz['compute']['wall_s']:.1f} s | "
-                     f"{sz['cost']['wall_s']:.1f} s | {sz['wall_s']:.1f} s | {goal} | {per} | "
-                     f"{yn(sz['met'])} | {n_ev} |")
+        lines.append(row([sz["N"], sz["steps"], *(f"{w:.1f} s" for w in (
+            sz["compute"]["wall_s"], sz["cost"]["wall_s"], sz["wall_s"])), goal, per,
+            yn(sz["met"]), ev["joins"] + ev["leaves"] + ev["crashes"]]))
     for label, title in (("compute", "pure compute model"), ("cost", "with the runtime cost")):
-        lines += ["", f"## Median step, {title}", "",
-                  "| N | " + " | ".join(POLICIES) + " |", "|---:|" + "---:|" * len(POLICIES)]
+        lines += ["", f"## Median step, {title}", "", *table(["N", *POLICIES], "r")]
         for sz in res["sizes"]:
-            cells = [f"{r['median_s']:.3f} s ({r['vs_dynamic']:.2f}x dyn, "
-                     f"{r['growth']:.2f}x N={res['sizes'][0]['N']})"
-                     for r in (sz[label]["policies"][p] for p in POLICIES)]
-            lines.append(f"| {sz['N']} | " + " | ".join(cells) + " |")
+            lines.append(row([sz["N"], *(f"{r['median_s']:.3f} s ({r['vs_dynamic']:.2f}x dyn, "
+                                         f"{r['growth']:.2f}x N={res['sizes'][0]['N']})"
+                                         for r in (sz[label]["policies"][p] for p in POLICIES))]))
     return "\n".join(lines) + "\n"
 
 
 def run(quick: bool = False, out_dir: str | None = None, sizes=None, steps=None) -> dict:
     from bench_sim_fidelity import _cost
 
-    out_dir = out_dir or os.path.join(HERE, "results")
     sizes = sizes or ((12, 100) if quick else (12, 100, 1000, 10000))
     steps = steps or tuple(5 if quick else _steps(N) for N in sizes)
     if len(steps) != len(sizes):
@@ -159,19 +149,15 @@ def run(quick: bool = False, out_dir: str | None = None, sizes=None, steps=None)
     res = {"tag": "quick" if quick else "full", "command": cmd, "cost": cost.to_dict(),
            "cost_source": source,
            "sizes": [one_size(N, k, cost) for N, k in zip(sizes, steps)],
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+           "machine": machine()}
     growth(res)
     res["wall_s"] = time.time() - t0
     return publish(out_dir, "sim_scale" + ("_quick" if quick else ""), res, to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--sizes", default=None)
     ap.add_argument("--steps", default=None)
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    ints = (lambda v: tuple(int(x) for x in v.split(",")) if v else None)
     run(a.quick, a.out, ints(a.sizes), ints(a.steps))

@@ -21,7 +21,6 @@ product is checked against scipy's (relative error below 1e-12).  Writes ``spars
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -29,13 +28,8 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERE = os.path.dirname(os.path.abspath(__file__))
-for p in (ROOT, HERE):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import RESULTS, parser, publish, start_ray, table, yes  # noqa: E402
 
 L, S = 2, 1
 
@@ -88,29 +82,21 @@ def _cluster_run(A, policy: str, machines: int, xs: list) -> dict:
             "memory": mem}
 
 
-def _graph(nodes: int, edges: int, seed: int = 0):
-    from elastic_coded import pagerank as pr
-
-    return pr.google_matrix(pr.power_law_graph(nodes, edges, seed))[0]
-
-
 def run(quick: bool, out: str, machines: int = 6, cpus: int | None = None) -> dict:
-    import ray
+    from bench_real import google_matrix
 
     nodes, edges, small, reps = (100_000, 1_000_000, 2000, 5) if quick else \
         (1_000_000, 10_000_000, 8000, 9)
     cpus = cpus or min(16, os.cpu_count() or 2)
     rng = np.random.default_rng(1)
     t0 = time.time()
-    A = _graph(nodes, edges)
+    A = google_matrix(nodes, edges, 0)[0]
     xs = [rng.random(nodes) for _ in range(reps)]
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    ray = start_ray(cpus, fresh=True)
     try:
         big = {"scipy_s": _median_s(lambda: A @ xs[0], reps),
                "runs": [_cluster_run(A, p, machines, xs) for p in ("usctec-auto", "dynamic")]}
-        As = _graph(small, small * edges // nodes, seed=2)
+        As = google_matrix(small, small * edges // nodes, 2)[0]
         Ad = As.toarray()
         ys = [rng.random(small) for _ in range(reps)]
         dense = {"numpy_dense_s": _median_s(lambda: Ad @ ys[0], reps),
@@ -121,13 +107,15 @@ def run(quick: bool, out: str, machines: int = 6, cpus: int | None = None) -> di
     res = {"quick": quick, "machines": machines, "cpus": cpus, "L": L, "S": S,
            "host": platform.machine(), "nodes": nodes, "nnz": int(A.nnz), "small_nodes": small,
            "small_nnz": int(As.nnz), "large": big, "small": dense, "wall_s": time.time() - t0}
-    write_results(out, "sparse_quick" if quick else "sparse", res, _markdown(res))
-    return res
+    return publish(out, "sparse_quick" if quick else "sparse", res, _markdown(res))
 
 
 def _row(name: str, t: float, base: float, extra: str = "") -> str:
     return (f"| {name} | {t * 1000:.1f} | {t / base:.2f}x | "
-            f"{'yes' if t <= base else 'no'} | {extra} |")
+            f"{yes(t <= base)} | {extra} |")
+
+
+HEAD = table("how | ms per matvec | vs scipy | as fast as scipy? | notes", "lrrcl")
 
 
 def _markdown(res: dict) -> str:
@@ -136,9 +124,7 @@ def _markdown(res: dict) -> str:
              "", f"{res['machines']} machines at real speed, L={res['L']}, S={res['S']}, "
              f"{res['cpus']} CPUs ({res['host']}); medians of the same seeded vectors. "
              "'As fast as scipy' compares the step as the caller sees it with scipy's "
-             "single-process `A @ x` on the driver.", "",
-             "| how | ms per matvec | vs scipy | as fast as scipy? | notes |",
-             "|---|---:|---:|:---:|---|"]
+             "single-process `A @ x` on the driver.", "", *HEAD]
     base = big["scipy_s"]
     lines.append(_row("scipy `A @ x`, one process", base, base))
     for r in big["runs"]:
@@ -153,9 +139,7 @@ def _markdown(res: dict) -> str:
     lines += ["", f"The same rows dense would take {dense_b / 2**30:,.1f} GiB per worker: the "
               "dense path does not fit at this size.", "",
               f"## Where the dense matrix fits: {res['small_nodes']:,} nodes, "
-              f"{res['small_nnz']:,} nonzeros", "",
-              "| how | ms per matvec | vs scipy | as fast as scipy? | notes |",
-              "|---|---:|---:|:---:|---|"]
+              f"{res['small_nnz']:,} nonzeros", "", *HEAD]
     base = sm["scipy_s"]
     lines.append(_row("scipy sparse `A @ x`, one process", base, base))
     lines.append(_row("numpy dense `A @ x`, one process", sm["numpy_dense_s"], base))
@@ -168,15 +152,11 @@ def _markdown(res: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap = parser(__doc__, RESULTS)
     ap.add_argument("--machines", type=int, default=6)
     ap.add_argument("--cpus", type=int, default=None)
     a = ap.parse_args()
-    res = run(a.quick, a.out if not a.quick else os.path.join(a.out, "quick"), a.machines,
-              a.cpus)
-    print(_markdown(res))
+    run(a.quick, a.out if not a.quick else os.path.join(a.out, "quick"), a.machines, a.cpus)
 
 
 if __name__ == "__main__":

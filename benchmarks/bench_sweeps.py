@@ -8,18 +8,13 @@ Writes sweeps.json (and sweeps.md) in the results folder; ``benchmarks/__main__.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import textwrap
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (os.path.dirname(HERE), HERE):  # the library, and results_io beside this file
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import parser, publish, pyplot, save, table  # noqa: E402
 
 L, S = 4, 2
 POLICIES = ("uncoded", "speculative", "cyclic", "usctec", "ideal")
@@ -37,8 +32,6 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
     from elastic_coded.churn import ChurnScript, RandomChurn
     from elastic_coded.sim import IIDStragglers, LinearSpeeds
 
-    out_dir = out_dir or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
     N = 60 if quick else 200
     steps = 40 if quick else 200
     t0 = time.time()
@@ -62,8 +55,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         {"x": n, **_point(n, res["scale_steps"], delays=IIDStragglers(k=max(2, n // 50), factor=5))}
         for n in ((50, 200) if quick else (100, 500, 1000, 2000))]
     res["wall_s"] = time.time() - t0
-    write_results(out_dir, "sweeps", res, to_markdown(res))
-    return res
+    return publish(out_dir, "sweeps", res, to_markdown(res))
 
 
 SWEEPS = (("slowdown", "straggler slowdown factor (2 stragglers per step)"),
@@ -76,8 +68,7 @@ def to_markdown(res) -> str:
     out = [f"# Simulator sweeps (mean step time, time units; N={res['N']} unless swept, "
            f"{res['steps']} steps, L={res['L']}, S={res['S']})", ""]
     for key, label in SWEEPS:
-        out += [f"## {label}", "", "| x | " + " | ".join(res["policies"]) + " | usctec / uncoded |",
-                "|---:|" + "---:|" * (len(res["policies"]) + 1)]
+        out += [f"## {label}", "", *table(["x", *res["policies"], "usctec / uncoded"], "r")]
         for pt in res[key]:
             out.append(f"| {pt['x']} | "
                        + " | ".join(f"{pt[p]['mean']:.4g}" for p in res["policies"])
@@ -130,11 +121,7 @@ def _coinciding(res, key) -> list[list[str]]:
 def plot(res, out_dir: str) -> list[str]:
     """One PNG per sweep, every policy on the same axes with its own marker and line style,
     the setup in the title and the curves that coincide named.  Returns the files written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     files = []
     for key, label in SWEEPS:
         fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -153,18 +140,10 @@ def plot(res, out_dir: str) -> list[str]:
         ax.set_title(f"Mean step time against {label.split(' (')[0]}\n"
                      + textwrap.fill(_setup(res, key), 90)
                      + (f"\ncurves that coincide: {same}" if same else ""), fontsize=9)
-        path = os.path.join(out_dir, f"sweep_{key}.png")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        files.append(path)
+        files.append(save(fig, os.path.join(out_dir, f"sweep_{key}.png"), 100))
     return files
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    r = run(a.quick, a.out)
-    print(to_markdown(r))
+    a = parser(__doc__).parse_args()
+    run(a.quick, a.out)

@@ -20,7 +20,6 @@ goals: ``usctec-auto`` <= 1.3x and ``usctec-pull`` <= 2.0x at 1,000; <= 1.5x and
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -28,11 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from results_io import publish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import ints, parser, publish, row, table, yes  # noqa: E402
 
 POLICIES = ("usctec-auto", "usctec-pull")
 L, S, IDEAL_S = 4, 2, 0.357
@@ -75,23 +71,20 @@ def to_markdown(res: dict) -> str:
              f"{IDEAL_S * 1e3:.0f} ms, deadline 3.0, learning on, no churn; cost: "
              f"{res['cost_source']} with host_cpus 0.  The two levels are a model (the runtime "
              f"has one level).  Command: `{res['command']}`.", "",
-             "| N | steps | run | usctec-auto | usctec-pull | goal met (auto / pull) | "
-             "driver messages per pull step (calls) | wall |",
-             "|---:|---:|---|---:|---:|:---:|---:|---:|"]
-    yn = (lambda v: "yes" if v else "no")
+             *table("N | steps | run | usctec-auto | usctec-pull | goal met (auto / pull) | "
+                    "driver messages per pull step (calls) | wall", "rrlrrcrr")]
     for sz in res["sizes"]:
         for label, r in sz["runs"].items():
-            cells = " | ".join(f"{r['median_s'][p]:.3f} s ({r['ratio'][p]:.2f}x)"
-                               for p in POLICIES)
-            met = "-" if r["met"] is None else " / ".join(yn(r["met"][p]) for p in POLICIES)
+            cells = [f"{r['median_s'][p]:.3f} s ({r['ratio'][p]:.2f}x)" for p in POLICIES]
+            met = "-" if r["met"] is None else " / ".join(yes(r["met"][p]) for p in POLICIES)
             msgs = "-" if r["pull_messages"] is None else f"{r['pull_messages']:.0f}"
-            lines.append(f"| {sz['N']} | {sz['steps']} | {label} | {cells} | {met} | {msgs} "
-                         f"({r['pull_calls']:.0f}) | {r['wall_s']:.0f} s |")
+            lines.append(row([sz["N"], sz["steps"], label, *cells, met,
+                              f"{msgs} ({r['pull_calls']:.0f})", f"{r['wall_s']:.0f} s"]))
     return "\n".join(lines) + "\n"
 
 
-def run(out_dir: str | None = None, sizes=None, steps=None, groups=None,
-        quick: bool = False) -> dict:
+def run(quick: bool = False, out_dir: str | None = None, sizes=None, steps=None,
+        groups=None) -> dict:
     from bench_sim_fidelity import _cost
 
     sizes = sizes or ((100,) if quick else (1000, 10000))
@@ -104,18 +97,12 @@ def run(out_dir: str | None = None, sizes=None, steps=None, groups=None,
     res = {"command": " ".join(["python benchmarks/bench_two_level.py"] + sys.argv[1:]),
            "cost": cost.to_dict(), "cost_source": source, "groups": list(groups),
            "sizes": [one_size(N, k, groups, cost) for N, k in zip(sizes, steps)]}
-    return publish(out_dir or os.path.join(HERE, "results"),
-                   "two_level" + ("_quick" if quick else ""), res, to_markdown(res))
+    return publish(out_dir, "two_level" + ("_quick" if quick else ""), res, to_markdown(res))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sizes", default=None)
-    ap.add_argument("--steps", default=None)
-    ap.add_argument("--groups", default=None)
-    ap.add_argument("--out", default=None)
+    ap = parser(__doc__)
+    for flag in ("--sizes", "--steps", "--groups"):
+        ap.add_argument(flag, default=None)
     a = ap.parse_args()
-    ints = (lambda v: tuple(int(x) for x in v.split(",")) if v else None)
-    run(a.out, ints(a.sizes), ints(a.steps), ints(a.groups), a.quick)
+    run(a.quick, a.out, ints(a.sizes), ints(a.steps), ints(a.groups))

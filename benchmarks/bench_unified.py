@@ -11,18 +11,15 @@ the in-process executor and a Monte Carlo of the latency model (no Ray).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import parser, publish, table  # noqa: E402
 
-from results_io import write_results  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 K, MU, N, M = 6, 0.5, 12, 60
 
 
@@ -35,8 +32,6 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
         tradeoff,
     )
 
-    out_dir = out_dir or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
     F = field("gf(65521)")
     rng = np.random.default_rng(0)
     A = F.random((M, 8), rng)
@@ -62,8 +57,7 @@ def run(quick: bool = False, out_dir: str | None = None) -> dict:
                        "lower_bound": float(next(p.lower_bound for p in tr.points if p.q == q))})
     res = {"quick": quick, "K": K, "mu": MU, "N": N, "m": M, "points": points,
            "wall_s": time.time() - t0}
-    write_results(out_dir, "unified", res, to_markdown(res))
-    return res
+    return publish(out_dir, "unified", res, to_markdown(res))
 
 
 def _on_ray(A, X, F, q: int, time_scale: float = 0.05) -> tuple[float, float]:
@@ -80,14 +74,11 @@ def _on_ray(A, X, F, q: int, time_scale: float = 0.05) -> tuple[float, float]:
 
 
 def to_markdown(res) -> str:
+    keys = ("D", "measured_latency", "L", "measured_load", "envelope", "lower_bound")
     out = [f"# Unified scheme: K={res['K']}, mu={res['mu']}, N={res['N']}, m={res['m']}", "",
-           "| q | D(q) | measured latency | L(q) | measured load | envelope | lower bound "
-           "| measured by |",
-           "|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for p in res["points"]:
-        out.append(f"| {p['q']} | {p['D']:.3f} | {p['measured_latency']:.3f} | {p['L']:.3f} | "
-                   f"{p['measured_load']:.3f} | {p['envelope']:.3f} | {p['lower_bound']:.3f} | "
-                   f"{p['how']} |")
+           *table("q | D(q) | measured latency | L(q) | measured load | envelope | lower bound "
+                  "| measured by", "rrrrrrrl",
+                  ([p["q"], *(f"{p[k]:.3f}" for k in keys), p["how"]] for p in res["points"]))]
     return "\n".join(out) + "\n"
 
 
@@ -117,8 +108,5 @@ def plot(res, out_dir: str) -> list[str]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    print(to_markdown(run(a.quick, a.out)))
+    a = parser(__doc__).parse_args()
+    run(a.quick, a.out)

@@ -24,7 +24,6 @@ steps).  Under a minute either way.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -32,14 +31,8 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from results_io import write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import RESULTS, parser, publish, row, start_ray, table  # noqa: E402
 
 L, S, MACHINES = 4, 2, 8
 
@@ -169,21 +162,20 @@ def _markdown(res: dict) -> str:
              f"({res['cpus']} CPUs, {MACHINES} machines, real speed; usctec-auto with L={L}, "
              f"S={S}, unified with mu=1/2, q=4, N=r).  Medians over the steps; `t_verify` is "
              "inside the step time.", "",
-             "| scheme | field | A | r | step, verify off (s) | step, verify on (s) | on / off | "
-             "t_verify (s) | t_verify / step | best t_verify (s) | check alone, best (s) | check "
-             "alone / driver's A @ B | one liar: step (s) | one liar: t_verify (s) | liar caught | "
-             "recomputed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *table("scheme | field | A | r | step, verify off (s) | step, verify on (s) | on / "
+                    "off | t_verify (s) | t_verify / step | best t_verify (s) | check alone, "
+                    "best (s) | check alone / driver's A @ B | one liar: step (s) | one liar: "
+                    "t_verify (s) | liar caught | recomputed", "l")]
     for f in res["fields"]:
         ly = f["lying"]
-        lines.append(
-            f"| {f['policy']} | {f['field']} | {f['m']}x{f['n']} | {f['r']} | "
-            f"{f['median_step_off_s']:.4f} | {f['median_step_on_s']:.4f} | "
-            f"{f['step_on_over_off']:.2f} | {f['median_t_verify_s']:.5f} | "
-            f"{100 * f['verify_over_step']:.2f}% | {f['min_t_verify_s']:.5f} | "
-            f"{f['check_alone_s']:.5f} | {f['check_alone_over_local_matmul']:.3f} | "
-            f"{ly['median_t_total_s']:.4f} | {ly['median_t_verify_s']:.4f} | "
-            f"{ly['caught']}/{ly['steps']} | {ly['median_recomputed']:.0f} |")
+        lines.append(row([
+            f["policy"], f["field"], f"{f['m']}x{f['n']}", f["r"], f"{f['median_step_off_s']:.4f}",
+            f"{f['median_step_on_s']:.4f}", f"{f['step_on_over_off']:.2f}",
+            f"{f['median_t_verify_s']:.5f}", f"{100 * f['verify_over_step']:.2f}%",
+            f"{f['min_t_verify_s']:.5f}", f"{f['check_alone_s']:.5f}",
+            f"{f['check_alone_over_local_matmul']:.3f}", f"{ly['median_t_total_s']:.4f}",
+            f"{ly['median_t_verify_s']:.4f}", f"{ly['caught']}/{ly['steps']}",
+            f"{ly['median_recomputed']:.0f}"]))
     lines += ["", "Load average (1 min) during the runs: " +
               ", ".join(f"{f['load_average']:.1f}" for f in res["fields"]
                         if f["load_average"] is not None) +
@@ -198,13 +190,9 @@ def _markdown(res: dict) -> str:
 
 
 def run(quick: bool, out: str, cpus: int | None = None) -> dict:
-    import ray
-
     cpus = cpus or min(4, os.cpu_count() or 2)
     m, n, r, steps = (1024, 256, 8, 4) if quick else (4096, 1024, 16, 10)
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    ray = start_ray(cpus, fresh=True)
     t0 = time.time()
     try:
         fields = [run_field(name, m, n, r, steps) for name in ("real", "gf(p)")]
@@ -214,16 +202,11 @@ def run(quick: bool, out: str, cpus: int | None = None) -> dict:
         ray.shutdown()
     res = {"quick": quick, "cpus": cpus, "machine": platform.machine(), "L": L, "S": S,
            "machines": MACHINES, "fields": fields, "wall_s": time.time() - t0}
-    write_results(out, "verify_quick" if quick else "verify", res, _markdown(res))
-    print(_markdown(res))
-    return res
+    return publish(out, "verify_quick" if quick else "verify", res, _markdown(res))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap = parser(__doc__, RESULTS)
     ap.add_argument("--cpus", type=int, default=None)
     a = ap.parse_args(argv)
     run(a.quick, a.out, a.cpus)

@@ -42,19 +42,14 @@ reads) and ``runtime_cost.md``.  Figures on a shared host are noisy.
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-from results_io import publish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_io import machine, parser, publish, start_ray  # noqa: E402
 
 from elastic_coded.sim.calibration import (  # noqa: E402
     TIME_SCALE,
@@ -174,24 +169,15 @@ def measure_host(machines: int, steps: int) -> list:
 def measure(sizes=(8, 24), steps: int = 8) -> dict:
     """The cost from two or more cluster sizes (module docstring;
     :func:`elastic_coded.sim.calibration.fit`)."""
-    import ray
-
     pts = [measure_at(M, steps) for M in sizes]
     share = _plain_ray_split(8 * sizes[0])
     res = fit(pts, share, tuple(sizes), steps, TIME_SCALE)
-    res["host"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                   "ray": ray.__version__}
+    res["host"] = machine("ray")
     return res
 
 
-
 def run(quick: bool = False, out_dir: str | None = None, machines: int = 8) -> dict:
-    import ray
-
-    out_dir = out_dir or os.path.join(HERE, "results")
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False)
+    start_ray()
     res = measure((4, 8) if quick else (machines, 3 * machines, 9 * machines), 3 if quick else 8)
     cmd = "python -m benchmarks calibrate" + (" --quick" if quick else "")
     name = "runtime_cost" + ("_quick" if quick else "")
@@ -199,10 +185,7 @@ def run(quick: bool = False, out_dir: str | None = None, machines: int = 8) -> d
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__)
     ap.add_argument("--machines", type=int, default=8)
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     run(a.quick, a.out, a.machines)
