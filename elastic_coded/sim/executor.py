@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -62,6 +62,13 @@ __all__ = ["Speculation", "StepOutcome", "step_time", "time_unit"]
 
 
 """Registry policies whose plans ignore speed estimates (their cache key leaves them out)."""
+
+MachineValues = Mapping[Hashable, float] | Sequence[float] | np.ndarray
+"""One value per machine of a plan's ``available``: a mapping, or a sequence in that order."""
+Span = tuple[int, int, list[Hashable]]
+"""Rows ``(start, stop)`` and their present holders (``Placement.holders_of``)."""
+_Spans = Callable[[tuple[int, int]], list[tuple[int, int, list[int]]]]
+"""``rows -> [(start, stop, [plan positions of live holders]), ...]``."""
 
 
 def time_unit(plan: StepPlan, time_scale: float = 1.0) -> float:
@@ -78,7 +85,7 @@ class Speculation:
     multiplier: float = 1.5
     quantile: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (isinstance(self.multiplier, (int, float)) and self.multiplier >= 1
                 and math.isfinite(self.multiplier)):
             raise ArgumentError(f"multiplier: a finite number >= 1, got {self.multiplier!r}")
@@ -101,7 +108,7 @@ class StepOutcome:
     finish: np.ndarray = field(repr=False)
     """When each machine of ``plan.available`` would return its own tasks (``inf``: crashed; 0:
     no work)."""
-    recovered: tuple = ()
+    recovered: tuple[int, ...] = ()
     """Pieces left with fewer than ``L`` live results by crashes: they decode only thanks to
     re-dispatched tasks (on a lost step, some could not be re-dispatched)."""
     redispatched: int = 0
@@ -115,9 +122,9 @@ class StepOutcome:
 # ------------------------------------------------------------------------------------------------
 # helpers shared by both paths
 # ------------------------------------------------------------------------------------------------
-def _sort_key(ids) -> list:
+def _sort_key(ids: Iterable[Hashable]) -> list[Hashable]:
     try:
-        return sorted(ids)
+        return sorted(cast("Iterable[Any]", ids))   # ids that order (else by repr, below)
     except TypeError:
         return sorted(ids, key=repr)
 
@@ -135,7 +142,8 @@ def _task_work(plan: StepPlan) -> list[float]:
     return out
 
 
-def _aligned(values, avail: tuple, name: str, default: float | None) -> np.ndarray:
+def _aligned(values: MachineValues | None, avail: tuple[Hashable, ...], name: str,
+             default: float | None) -> np.ndarray:
     """Per-machine values aligned with ``avail``, from a mapping or a sequence."""
     if values is None:
         if default is None:
@@ -161,17 +169,17 @@ class _PlacementIndex:
     """Which machines store a row range, by bisection over the placement's blocks: the fast path
     of :meth:`~elastic_coded.schemes.plan.Placement.holders_of` (same answers, tested)."""
 
-    def __init__(self, placement: Placement):
+    def __init__(self, placement: Placement) -> None:
         blocks = sorted(placement.blocks, key=lambda b: b.start)
-        self.starts = [b.start for b in blocks]
-        self.stops = [b.stop for b in blocks]
-        self.holders = [tuple(b.holders) for b in blocks]
+        self.starts: list[int] = [b.start for b in blocks]
+        self.stops: list[int] = [b.stop for b in blocks]
+        self.holders: list[tuple[Hashable, ...]] = [tuple(b.holders) for b in blocks]
 
-    def spans(self, rows, present) -> list:
+    def spans(self, rows: tuple[int, int], present: Container[Hashable]) -> list[Span]:
         """``Placement.holders_of(rows, present)``; ``present`` a set."""
         a0, b0 = rows
         i = max(0, bisect.bisect_right(self.starts, a0) - 1)
-        out: list = []
+        out: list[Span] = []
         while i < len(self.starts) and self.starts[i] < b0:
             a, b = max(self.starts[i], a0), min(self.stops[i], b0)
             if a < b:
@@ -190,7 +198,7 @@ class _PlacementIndex:
 class _Compiled:
     """A plan as arrays: machine work, a padded ``(pieces x K)`` index array, ranks for ties."""
 
-    def __init__(self, plan: StepPlan):
+    def __init__(self, plan: StepPlan) -> None:
         self.plan = plan
         avail = plan.available
         self.n = n = len(avail)
@@ -210,7 +218,8 @@ class _Compiled:
         self.work = np.bincount(idx.ravel(), weights=np.repeat(self.task_work, kmax),
                                 minlength=n + 1)[:n]
         self._pieces_of: dict[int, list[int]] | None = None
-        self.take: dict = {}  # membership index -> positions of avail in the present order
+        # membership index -> positions of avail in the present order (None: the same)
+        self.take: dict[int, np.ndarray | None] = {}
 
     def pieces_of(self, i: int) -> list[int]:
         """Pieces machine ``i`` works on, in plan order (its task order)."""
@@ -246,7 +255,7 @@ def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndar
     else:
         kth = np.partition(T, L - 1, axis=1)[:, L - 1]
     free = f_live.copy()
-    recovered: tuple = ()
+    recovered: tuple[int, ...] = ()
     redispatched = 0
     lost = False
     if crashed is not None and crashed.any():
@@ -264,7 +273,7 @@ def _execute(comp: _Compiled, index: Callable[[], _PlacementIndex], eff: np.ndar
 
 
 def _live_spans(comp: _Compiled, index: Callable[[], _PlacementIndex],
-                crashed: np.ndarray | None) -> Callable:
+                crashed: np.ndarray | None) -> _Spans:
     """``rows -> [(start, stop, [plan positions of live holders]), ...]``."""
     idx = index()
     avail = comp.plan.available
@@ -274,7 +283,8 @@ def _live_spans(comp: _Compiled, index: Callable[[], _PlacementIndex],
 
 def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndarray,
              f: np.ndarray, f_live: np.ndarray, crashed: np.ndarray, free: np.ndarray,
-             eff: np.ndarray, est: np.ndarray, ts: float, crash_at: float):
+             eff: np.ndarray, est: np.ndarray, ts: float, crash_at: float
+             ) -> tuple[tuple[int, ...], int, bool]:
     """Re-dispatch the tasks of crashed machines (module docstring; the targets by
     :func:`~elastic_coded.schemes.policies.rules.assign_recovery`); updates ``kth`` and ``free``
     in place.  Returns ``(recovered pieces, tasks re-dispatched, lost)``."""
@@ -293,7 +303,7 @@ def _recover(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.ndar
         rows = [plan.groups[plan.pieces[p].group].rows for p in lost]
         try:
             # spans is made whenever there are events
-            parts = assign_recovery(rows, cast(Callable, spans), est, comp.rank)
+            parts = assign_recovery(rows, cast(_Spans, spans), est, comp.rank)
         except PlanError:
             kth[list(short)] = np.inf
             return short, redone, True
@@ -339,7 +349,7 @@ def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.nd
     spans = _live_spans(comp, index, crashed)
     plan = comp.plan
     calls = [(int(i), int(i), comp.pieces_of(int(i))) for i in due]
-    holders = {}
+    holders: dict[int, list[int]] = {}
     for _, _, pieces in calls:
         for p in pieces:
             sp = spans(plan.groups[plan.pieces[p].group].rows)
@@ -356,7 +366,11 @@ def _speculate(comp: _Compiled, index: Callable[[], _PlacementIndex], kth: np.nd
 # ------------------------------------------------------------------------------------------------
 # public single-step entry points
 # ------------------------------------------------------------------------------------------------
-def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_at):
+def _step_inputs(plan: StepPlan, speeds: MachineValues, slowdowns: MachineValues | None,
+                 crashed: Iterable[Hashable] | None, estimates: MachineValues | None,
+                 time_scale: float, crash_at: float
+                 ) -> tuple[tuple[Hashable, ...], np.ndarray, np.ndarray, np.ndarray,
+                            set[Hashable]]:
     if not isinstance(plan, StepPlan):
         raise ArgumentTypeError(f"plan: expected a StepPlan, got {type(plan).__name__}")
     avail = plan.available
@@ -375,8 +389,10 @@ def _step_inputs(plan, speeds, slowdowns, crashed, estimates, time_scale, crash_
     return avail, sp, sl, est, crashed
 
 
-def step_time(plan: StepPlan, placement: Placement, speeds, slowdowns=None, crashed=(),
-              estimates=None, time_scale: float = 1.0, crash_at: float = 0.5,
+def step_time(plan: StepPlan, placement: Placement, speeds: MachineValues,
+              slowdowns: MachineValues | None = None, crashed: Iterable[Hashable] | None = (),
+              estimates: MachineValues | None = None, time_scale: float = 1.0,
+              crash_at: float = 0.5,
               speculation: Speculation | None = None) -> StepOutcome:
     """Simulate one step of ``plan`` (module docstring), vectorised.
 
@@ -389,9 +405,9 @@ def step_time(plan: StepPlan, placement: Placement, speeds, slowdowns=None, cras
                                                time_scale, crash_at)
     comp = _Compiled(plan)
     mask = np.array([m in crashed for m in avail]) if crashed else None
-    cache: list = []
+    cache: list[_PlacementIndex] = []
 
-    def index():
+    def index() -> _PlacementIndex:
         if not cache:
             cache.append(_PlacementIndex(placement))
         return cache[0]

@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 
@@ -59,6 +59,11 @@ from ..families import SimModel
 from ..schemes.plan import PlanError
 from ..schemes.policies import hetero as het
 from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
+
+if TYPE_CHECKING:
+    from .results import Record
+    from .runner import _Ctx, _Env
+    from .trace import Trace
 
 __all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "HeteroSim", "SIM_MODEL",
            "hetero_step", "hetero_lower_bound"]
@@ -71,10 +76,10 @@ class HeteroVariant:
 
     family: ClassVar[str] = "hetero"
     name: str = "hetero"
-    masters: tuple = ()
+    masters: tuple[int, ...] = ()
     options: het.HeteroOptions = field(default_factory=het.HeteroOptions)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         ms = tuple(self.masters)
@@ -93,13 +98,13 @@ class HeteroStep:
 
     time: float
     """When the last master completed, repairs included (``inf``: lost)."""
-    master_times: tuple
+    master_times: tuple[float, ...]
     """When each master completed (``inf``: never); a repaired master when its repair ended."""
     replans: int
     """Storage plans made before this step (0 or 1)."""
     rows_moved: int
     """Coded rows stored for this step: by the plan before it and by rescues in it."""
-    topped_up: tuple = ()
+    topped_up: tuple[int, ...] = ()
     """Masters that got top-up calls."""
     top_up_calls: int = 0
     rescued_rows: int = 0
@@ -112,12 +117,12 @@ class HeteroStep:
     """Masters repaired after failing the check (a liar's rows among those they used)."""
     repair_calls: int = 0
     """Calls of the repairs: rows fetched from machines not caught (module docstring)."""
-    caught: tuple = ()
+    caught: tuple[Hashable, ...] = ()
     """Machines caught lying in this step."""
 
 
-def hetero_lower_bound(storage: het.HeteroStorage, live, slow: Mapping,
-                       time_scale: float) -> float:
+def hetero_lower_bound(storage: het.HeteroStorage, live: Iterable[Hashable],
+                       slow: Mapping[Hashable, float], time_scale: float) -> float:
     """A floor under the step's time in the model: every call of ``l`` rows of master ``m`` on
     machine ``n`` takes at least ``a[m,n] l time_scale min(1, slowdown[n])`` (the shift of
     ``T = a l + Exp(u/l)``; a top-up's expected time ``(a l + l/u) time_scale`` is more), and a
@@ -153,9 +158,9 @@ def hetero_lower_bound(storage: het.HeteroStorage, live, slow: Mapping,
 
 @dataclass
 class _Call:
-    machine: object
+    machine: Hashable
     master: int
-    rows: frozenset
+    rows: frozenset[int]
     at: float
     """When it returns, or (``fails``) when its machine's death is noticed."""
     fails: bool
@@ -167,44 +172,48 @@ class HeteroOutcome:
 
     time: float
     """When the last master completed (``inf``: lost)."""
-    master_times: tuple
-    topped_up: tuple
+    master_times: tuple[float, ...]
+    topped_up: tuple[int, ...]
     top_up_calls: int
     rescued_rows: int
     storage: het.HeteroStorage = field(repr=False)
     """The storage after the step's rescues."""
     repairs: int = 0
     repair_calls: int = 0
-    caught: tuple = ()
+    caught: tuple[Hashable, ...] = ()
 
 
 class _Step:
     """The state of one step's event simulation (module docstring)."""
 
-    def __init__(self, plan: het.HeteroStepPlan, present, slow: Mapping, crashed, ts: float,
-                 crash_at: float):
+    def __init__(self, plan: het.HeteroStepPlan, present: Iterable[Hashable],
+                 slow: Mapping[Hashable, float], crashed: Iterable[Hashable], ts: float,
+                 crash_at: float) -> None:
         self.st = plan.storage      # the step's storage: what top-ups ask of
         self.keep = plan.storage    # the keeper's, with the step's rescues
         self.L = plan.L
         self.present, self.slow = tuple(present), slow
         self.crashed, self.ts, self.crash_at = set(crashed), ts, crash_at
         self.calls: list[_Call] = []
-        self.pending: set = set()
-        self.heap: list = []
-        self.free: dict = {}
-        self.death: dict = {}
-        self.dead: set = set()
-        self.received: list[set] = [set() for _ in self.L]
-        self.got: list[dict] = [{} for _ in self.L]  # master -> {row: machine}, as collected
-        self.used: list[frozenset] = [frozenset() for _ in self.L]  # machines decoded from
-        self.caught: list = []
+        self.pending: set[int] = set()
+        self.heap: list[tuple[float, int]] = []
+        self.free: dict[Hashable, float] = {}
+        self.death: dict[Hashable, float] = {}
+        self.dead: set[Hashable] = set()
+        self.received: list[set[int]] = [set() for _ in self.L]
+        # master -> {row: machine}, as collected
+        self.got: list[dict[int, Hashable]] = [{} for _ in self.L]
+        # master -> the machines decoded from
+        self.used: list[frozenset[Hashable]] = [frozenset() for _ in self.L]
+        self.caught: list[Hashable] = []
         self.repairs = self.repair_calls = 0
         self.done = [math.inf] * len(self.L)
-        self.topped: set = set()
+        self.topped: set[int] = set()
         self.top_up_calls = self.rescued = 0
         self.lost = False
 
-    def dispatch(self, n, m: int, ranges, t: float, duration: float) -> None:
+    def dispatch(self, n: Hashable, m: int, ranges: Iterable[tuple[int, int]], t: float,
+                 duration: float) -> None:
         start = max(t, self.free.get(n, 0.0))
         self.free[n] = start + duration
         fails = n in self.crashed
@@ -216,7 +225,7 @@ class _Step:
         self.pending.add(len(self.calls) - 1)
         heapq.heappush(self.heap, (at, len(self.calls) - 1))
 
-    def _ask(self, n, m: int, ranges, t: float) -> None:
+    def _ask(self, n: Hashable, m: int, ranges: Sequence[tuple[int, int]], t: float) -> None:
         rows = sum(b - a for a, b in ranges)
         self.dispatch(n, m, ranges, t, paced(top_up_time(self.st, m, n, rows), self.ts))
         self.topped.add(m)
@@ -264,7 +273,7 @@ class _Step:
                         self.done[c.master] = t
                         self.used[c.master] = frozenset(got.values())
 
-    def repair(self, lying) -> None:
+    def repair(self, lying: Iterable[Hashable]) -> None:
         """The check and the repairs after the step (module docstring): each master whose rows
         came from a liar in ``lying`` decoded again, one after the other."""
         lying = set(lying)
@@ -281,16 +290,16 @@ class _Step:
                 self.lost = True
                 return
 
-    def _repair(self, m: int, t: float, lying: set) -> float:
+    def _repair(self, m: int, t: float, lying: set[Hashable]) -> float:
         """Master ``m`` decoded again from rows that check, starting at ``t`` (the runtime's
         ``HeteroChecks._repair``); returns when it is (``inf``: never)."""
-        good: set = set()
-        bad: set = set()
+        good: set[int] = set()
+        bad: set[int] = set()
         for i, n in self.got[m].items():
             (bad if n in lying else good).add(i)
             if n in lying and n not in self.caught:
                 self.caught.append(n)
-        asked: set = set()
+        asked: set[int] = set()
         rescues, Lm = 0, self.L[m]
         while len(good) < Lm:
             usable = [n for n in self.present if n not in self.caught]
@@ -325,8 +334,10 @@ class _Step:
         return t if len(good) >= Lm else math.inf
 
 
-def hetero_step(plan: het.HeteroStepPlan, present, slow: Mapping | None = None, crashed=(),
-                time_scale: float = 1.0, crash_at: float = 0.5, lying=()) -> HeteroOutcome:
+def hetero_step(plan: het.HeteroStepPlan, present: Iterable[Hashable],
+                slow: Mapping[Hashable, float] | None = None, crashed: Iterable[Hashable] = (),
+                time_scale: float = 1.0, crash_at: float = 0.5, lying: Iterable[Hashable] = ()
+                ) -> HeteroOutcome:
     """Simulate one step of ``plan`` (module docstring) for the machines ``present``;
     ``slow``: ``{machine: slowdown}``; ``crashed``: machines that die during the step;
     ``lying``: machines returning wrong results in it."""
@@ -343,21 +354,22 @@ class HeteroRun:
     """One hetero variant over a trace: its storage across steps (the runtime's keeper) and
     each step's event simulation."""
 
-    def __init__(self, variant: HeteroVariant, machines, estimates: Mapping, seed: int,
-                 time_scale: float, crash_at: float):
+    def __init__(self, variant: HeteroVariant, machines: Sequence[Hashable],
+                 estimates: Mapping[Hashable, float], seed: int, time_scale: float,
+                 crash_at: float) -> None:
         self.v = variant
         self.seed, self.ts, self.crash_at = int(seed), float(time_scale), float(crash_at)
         M = len(variant.masters)
         self.caps = het.capacities(variant.options, variant.masters, None)
         self.explicit = het.explicit_columns(variant.options, M, tuple(machines))
         self.storage: het.HeteroStorage | None = None
-        self.est: dict = dict(estimates)
+        self.est: dict[Hashable, float] = dict(estimates)
         try:
             self._plan(list(machines), ())
         except PlanError:  # too few machines: every step fails until enough are present
             self.storage = None
 
-    def _plan(self, machines: list, fresh) -> int:
+    def _plan(self, machines: list[Hashable], fresh: Collection[Hashable]) -> int:
         """Plan the storage for ``machines``; returns the rows it moves."""
         speeds = {n: self.est[n] for n in machines}
         self.storage, moves, _ = het.plan_storage(
@@ -365,8 +377,9 @@ class HeteroRun:
             self.caps, seed=self.seed, fresh=fresh)
         return sum(b - a for _, a, b, _ in moves)
 
-    def step(self, t: int, present, estimates: Mapping, slow: Mapping, crashed,
-             fresh=(), lying=()) -> HeteroStep:
+    def step(self, t: int, present: Iterable[Hashable], estimates: Mapping[Hashable, float],
+             slow: Mapping[Hashable, float], crashed: Collection[Hashable],
+             fresh: Collection[Hashable] = (), lying: Iterable[Hashable] = ()) -> HeteroStep:
         """Step ``t`` for the machines ``present`` (``fresh``: those that joined before it;
         ``lying``: those returning wrong results in it)."""
         self.est.update(estimates)
@@ -394,13 +407,14 @@ class HeteroSim:
     """Runs a :class:`HeteroVariant` in :func:`~elastic_coded.sim.runner.simulate`, one
     ``step(ctx, record)`` per step."""
 
-    def __init__(self, v: HeteroVariant, trace, configured: np.ndarray, env):
+    def __init__(self, v: HeteroVariant, trace: Trace, configured: np.ndarray, env: _Env
+                 ) -> None:
         self.name, self.configured = v.name, configured
         ids0 = trace.ids[:trace.N]
         self.run = HeteroRun(v, ids0, dict(zip(ids0, configured[:trace.N].tolist())), env.seed,
                              env.ts, env.crash_at)
 
-    def step(self, ctx, rec) -> None:
+    def step(self, ctx: _Ctx, rec: Record) -> None:
         out = self.run.step(ctx.t, ctx.present, ctx.by_machine(self.configured[ctx.slots]),
                             ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.joined,
                             ctx.lying_ids)
@@ -417,7 +431,8 @@ class HeteroSim:
             rec.detail(n, key, t, val)
 
 
-def _variant(options, masters) -> HeteroVariant:
+def _variant(options: het.HeteroOptions | None, masters: Sequence[int] | None
+             ) -> HeteroVariant:
     if masters is None:
         raise ArgumentError("masters: policy 'hetero' needs the masters' row counts "
                             "masters=(L_1, ..., L_M)")

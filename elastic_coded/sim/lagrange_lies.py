@@ -34,12 +34,22 @@ With a :class:`~elastic_coded.sim.cost.RuntimeCost` each repair call also costs 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+    from .cost import RuntimeCost
+    from .executor import _Compiled, _PlacementIndex
+
 __all__ = ["Decoded", "LieRepair", "repair", "repair_lies"]
+
+_Ask = tuple[int, int, Hashable]
+"""``(piece, position, machine)``: one repair call."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class LieRepair:
     """Pieces decoded from a liar's result, repaired."""
     calls: int = 0
     """Repair calls made."""
-    caught: tuple = ()
+    caught: tuple[Hashable, ...] = ()
     """Machines caught lying."""
 
 
@@ -62,33 +72,34 @@ class Decoded:
 
     L: int
     K: int
-    used: dict
+    used: Mapping[int, Sequence[Hashable]]
     """``{piece: machines its decode used}``."""
-    in_hand: Callable
+    in_hand: Callable[[int], Mapping[int, Hashable]]
     """``piece -> {position: machine}``: its results taken in by the step's end."""
-    planned: Callable
+    planned: Callable[[int, int], Hashable | None]
     """``(piece, position) -> machine | None``: the machine the plan gave the position."""
-    holders: Callable
+    holders: Callable[[int], Iterable[Hashable]]
     """``piece -> machines``: the live machines storing its rows."""
-    seconds: Callable
+    seconds: Callable[[int, Hashable], float]
     """``(piece, machine) -> seconds``: a fresh call of the piece's task there."""
-    order: Callable = str
+    order: Callable[[Hashable], SupportsRichComparison] = str
     """Sort key of a machine (ties among holders)."""
 
 
-def repair(d: Decoded, T: float, liars: set, out: set, cost=None) -> LieRepair:
+def repair(d: Decoded, T: float, liars: set[Hashable], out: set[Hashable],
+           cost: RuntimeCost | None = None) -> LieRepair:
     """The lies' cost of one step ended at ``T`` (module docstring); ``out``: machines that
     cannot be asked (crashed)."""
     bad = [pi for pi, ms in d.used.items() if liars & set(ms)]
     if not bad or not math.isfinite(T):
         return LieRepair(T)
-    caught: set = set()
-    good: dict = {}
+    caught: set[Hashable] = set()
+    good: dict[int, set[int]] = {}
     for pi in bad:   # the results in hand at T, each checked
         good[pi] = set()
         for pos, m in d.in_hand(pi).items():
             (caught.add(m) if m in liars else good[pi].add(pos))
-    asked: set = set()
+    asked: set[_Ask] = set()
     t, calls, rnd = float(T), 0, 0
     while True:
         short = [pi for pi in bad if len(good[pi]) < d.L]
@@ -100,7 +111,7 @@ def repair(d: Decoded, T: float, liars: set, out: set, cost=None) -> LieRepair:
         if not asks:   # no planned machine to ask: the holders, next round
             rnd = 1
             continue
-        free: dict = {}
+        free: dict[Hashable, float] = {}
         for pi, pos, m in asks:   # a machine asked twice computes one call after the other
             free[m] = free.get(m, t) + d.seconds(pi, m)
             (caught.add(m) if m in liars else good[pi].add(pos))
@@ -111,10 +122,11 @@ def repair(d: Decoded, T: float, liars: set, out: set, cost=None) -> LieRepair:
     return LieRepair(t, len(bad), calls, _sorted(caught, d.order))
 
 
-def _asks(d: Decoded, pi: int, good: set, rnd: int, out: set, asked: set) -> list:
+def _asks(d: Decoded, pi: int, good: set[int], rnd: int, out: set[Hashable], asked: set[_Ask]
+          ) -> list[_Ask]:
     """``[(piece, position, machine)]`` of one round for piece ``pi`` (module docstring)."""
-    got: list = []
-    used: set = set()
+    got: list[_Ask] = []
+    used: set[Hashable] = set()
     pool = sorted(d.holders(pi), key=d.order) if rnd else ()
     for pos in range(d.K):
         if len(got) == d.L - len(good):
@@ -134,12 +146,15 @@ def _asks(d: Decoded, pi: int, good: set, rnd: int, out: set, asked: set) -> lis
     return got
 
 
-def _sorted(ms, order) -> tuple:
+def _sorted(ms: Iterable[Hashable], order: Callable[[Hashable], SupportsRichComparison]
+            ) -> tuple[Hashable, ...]:
     return tuple(sorted(ms, key=order))
 
 
-def repair_lies(comp, index, finish: np.ndarray, T: float, lying: np.ndarray, eff: np.ndarray,
-                ts: float, crashed: np.ndarray | None = None, cost=None) -> LieRepair:
+def repair_lies(comp: _Compiled, index: Callable[[], _PlacementIndex], finish: np.ndarray,
+                T: float, lying: np.ndarray, eff: np.ndarray, ts: float,
+                crashed: np.ndarray | None = None, cost: RuntimeCost | None = None
+                ) -> LieRepair:
     """The lies' cost of one whole-plan step of ``comp`` (module docstring).  ``finish``: when
     each machine's results arrive (``inf``: never), ``T`` the step's end, ``lying`` and
     ``crashed`` masks and ``eff`` the effective speeds, all aligned with the plan's machines;
@@ -150,20 +165,21 @@ def repair_lies(comp, index, finish: np.ndarray, T: float, lying: np.ndarray, ef
     rank = {avail[j]: int(comp.rank[j]) for j in range(n)}
     pos_of = comp.pos
 
-    def used(pi):
+    def used(pi: int) -> list[Hashable]:
         own = [j for j in rows[pi] if j < n and math.isfinite(finish[j])]
         own.sort(key=lambda j: (finish[j], int(comp.rank[j])))
         return [avail[j] for j in own[:comp.L]]
 
-    def in_hand(pi):
+    def in_hand(pi: int) -> dict[int, Hashable]:
         return {pos: avail[j] for pos, j in enumerate(rows[pi]) if j < n and finish[j] <= T}
 
-    def planned(pi, pos):
+    def planned(pi: int, pos: int) -> Hashable | None:
         j = rows[pi][pos] if pos < len(rows[pi]) else n
         return avail[j] if j < n else None
 
-    def seconds(pi, m):
-        return comp.task_work[pi] / eff[pos_of[m]] * ts
+    def seconds(pi: int, m: Hashable) -> float:
+        s: float = comp.task_work[pi] / eff[pos_of[m]] * ts
+        return s
 
     d = Decoded(comp.L, comp.K, {pi: used(pi) for pi in range(len(rows))}, in_hand, planned,
                 lambda pi: _holders(comp, index, pi), seconds, rank.__getitem__)
@@ -172,7 +188,8 @@ def repair_lies(comp, index, finish: np.ndarray, T: float, lying: np.ndarray, ef
     return repair(d, T, liars, out, cost)
 
 
-def _holders(comp, index, pi: int) -> list:
+def _holders(comp: _Compiled, index: Callable[[], _PlacementIndex], pi: int
+             ) -> list[Hashable]:
     """Ids of the plan's machines storing every row of piece ``pi``."""
     plan = comp.plan
     rows = plan.groups[plan.pieces[pi].group].rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schemes.speeds import new_estimate, observe
-from .executor import _Compiled
+from .executor import StepOutcome, _Compiled
 
 __all__ = ["_Learner", "_learn"]
 
@@ -15,7 +15,7 @@ class _Learner:
     """The controller's speed estimates, by slot (:mod:`elastic_coded.schemes.speeds`: each
     machine's window of observations, planned with at its upper median)."""
 
-    def __init__(self, configured: np.ndarray):
+    def __init__(self, configured: np.ndarray) -> None:
         self.est = [new_estimate(float(v)) for v in configured]
         self.speed = np.array([e.speed for e in self.est])
 
@@ -24,7 +24,7 @@ class _Learner:
         self.speed[slot] = self.est[slot].speed
 
 
-def _learn(learner: _Learner, slots: np.ndarray, comp: _Compiled, out, eff: np.ndarray,
+def _learn(learner: _Learner, slots: np.ndarray, comp: _Compiled, out: StepOutcome, eff: np.ndarray,
            crashed: np.ndarray | None, ts: float) -> None:
     """What the controller learns from a step (``Controller.report``): the measured speed of
     machines that returned (``"value"``) and the bound ``work / step time`` of those cancelled

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -25,54 +26,60 @@ from ..errors import ArgumentError, ArgumentTypeError
 __all__ = [
     "NoDelays", "IIDStragglers", "ShiftedExponential", "MarkovStragglers", "SlowSpells",
     "TraceDelays", "Compose", "EqualSpeeds", "UniformSpeeds", "LinearSpeeds", "FixedSpeeds",
-    "check_model",
+    "check_model", "Model",
 ]
+
+
+class Model(Protocol):
+    """A delay or speed model: ``sample(rng, steps, N)`` gives a ``(steps, N)`` array."""
+
+    def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray: ...
 
 
 # ------------------------------------------------------------------------------------------------
 # checks
 # ------------------------------------------------------------------------------------------------
-def _prob(name: str, v) -> float:
+def _prob(name: str, v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not 0 <= v <= 1:
         raise ArgumentError(f"{name}: a probability in [0, 1], got {v!r}")
     return float(v)
 
 
-def _factor(name: str, v) -> float:
+def _factor(name: str, v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not (v >= 1 and math.isfinite(v)):
         raise ArgumentError(f"{name}: a finite slowdown factor >= 1, got {v!r}")
     return float(v)
 
 
-def _positive(name: str, v) -> float:
+def _positive(name: str, v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
             or not (v > 0 and math.isfinite(v)):
         raise ArgumentError(f"{name}: a positive finite number, got {v!r}")
     return float(v)
 
 
-def _speed_range(low, high) -> None:
+def _speed_range(low: float, high: float) -> None:
     _positive("low", low)
     _positive("high", high)
     if high < low:
         raise ArgumentError(f"high: must be >= low = {low!r}, got {high!r}")
 
 
-def _shape(steps, N) -> tuple[int, int]:
+def _shape(steps: int, N: int) -> tuple[int, int]:
     for name, v in (("steps", steps), ("N", N)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ArgumentError(f"{name}: an int >= 0, got {v!r}")
     return int(steps), int(N)
 
 
-def check_model(model, name: str = "model"):
+def check_model(model: object, name: str = "model") -> Model:
     """``model`` must have a ``sample(rng, steps, N)`` method."""
     if not callable(getattr(model, "sample", None)):
         raise ArgumentTypeError(f"{name}: a model with sample(rng, steps, N), got "
                                 f"{type(model).__name__}")
-    return model
+    return cast(Model, model)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -98,7 +105,7 @@ class IIDStragglers:
     p: float = 0.0
     factor: float = 5.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)
                                    or self.k < 0):
             raise ArgumentError(f"k: stragglers per step, an int >= 0 (or None), got {self.k!r}")
@@ -128,7 +135,7 @@ class ShiftedExponential:
 
     tail: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (isinstance(self.tail, (int, float)) and self.tail >= 0
                 and math.isfinite(self.tail)):
             raise ArgumentError(f"tail: mean of the exponential part (a multiple of the shift), "
@@ -152,7 +159,7 @@ class MarkovStragglers:
     p_recover: float = 0.2
     factor: float = 5.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _prob("p_slow", self.p_slow)
         _prob("p_recover", self.p_recover)
         _factor("factor", self.factor)
@@ -187,10 +194,10 @@ class SlowSpells:
     slower."""
 
     p: float = 0.01
-    duration: tuple = (2, 10)
+    duration: tuple[int, int] = (2, 10)
     factor: float = 5.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _prob("p", self.p)
         _factor("factor", self.factor)
         d = tuple(self.duration)
@@ -228,7 +235,7 @@ class TraceDelays:
     values: np.ndarray = field(repr=False, compare=False)
     random_offset: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         v = np.array(self.values, dtype=np.float64)
         if v.ndim == 1:
             v = v[:, None]
@@ -249,16 +256,17 @@ class TraceDelays:
         cols = np.arange(N) % M
         off = rng.integers(0, T, size=N) if self.random_offset else np.zeros(N, dtype=np.int64)
         rows = (np.arange(steps)[:, None] + off[None, :]) % T
-        return self.values[rows, cols[None, :]].copy()
+        out: np.ndarray = self.values[rows, cols[None, :]].copy()
+        return out
 
 
 @dataclass(frozen=True)
 class Compose:
     """Independent delay models acting together: slowdowns multiply."""
 
-    models: tuple = ()
+    models: tuple[Model, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         ms = tuple(self.models)
         for i, m in enumerate(ms):
             check_model(m, f"models[{i}]")
@@ -281,7 +289,7 @@ class EqualSpeeds:
 
     value: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _positive("value", self.value)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
@@ -296,7 +304,7 @@ class UniformSpeeds:
     low: float = 1.0
     high: float = 4.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _speed_range(self.low, self.high)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
@@ -312,7 +320,7 @@ class LinearSpeeds:
     low: float = 1.0
     high: float = 4.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _speed_range(self.low, self.high)
 
     def sample(self, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
@@ -325,9 +333,9 @@ class LinearSpeeds:
 class FixedSpeeds:
     """Static speeds given per machine (``values[n]`` for machine ``n``)."""
 
-    values: tuple = ()
+    values: tuple[float, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         v = tuple(float(x) for x in np.asarray(self.values, dtype=np.float64).reshape(-1))
         for i, x in enumerate(v):
             if not (x > 0 and math.isfinite(x)):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from ..schemes.plan import StepPlan
 from .executor import _Compiled
 
 __all__ = ["PlanCache"]
+
+_P = TypeVar("_P")   # a plan
+_C = TypeVar("_C")   # a plan compiled
 
 
 class PlanCache:
@@ -33,7 +37,7 @@ class PlanCache:
     At most ``max_entries`` plans are kept (least recently used dropped first).
     """
 
-    def __init__(self, tol: float = 0.05, max_entries: int = 32):
+    def __init__(self, tol: float = 0.05, max_entries: int = 32) -> None:
         if not (isinstance(tol, (int, float)) and tol >= 0 and math.isfinite(tol)):
             raise ArgumentError(f"tol: a finite relative tolerance >= 0, got {tol!r}")
         if not (isinstance(max_entries, int) and max_entries >= 1):
@@ -41,14 +45,24 @@ class PlanCache:
         self.tol = float(tol)
         self._log_tol = math.log1p(self.tol)
         self.max_entries = max_entries
-        self._store: OrderedDict = OrderedDict()  # (key, serial) -> (estimates or None, compiled)
+        # (key, serial) -> (estimates or None, compiled: any compile_fn's)
+        self._store: OrderedDict[tuple[Hashable, int], tuple[np.ndarray | None, Any]] = \
+            OrderedDict()
         self._serial = 0
         self.hits = 0
         self.misses = 0
         self.seconds = 0.0
 
-    def get(self, key, estimates: np.ndarray | None, build: Callable[[], StepPlan],
-            compile_fn: Callable | None = None):
+    @overload
+    def get(self, key: Hashable, estimates: np.ndarray | None, build: Callable[[], StepPlan],
+            compile_fn: None = None) -> tuple[_Compiled, bool, float]: ...
+
+    @overload
+    def get(self, key: Hashable, estimates: np.ndarray | None, build: Callable[[], _P],
+            compile_fn: Callable[[_P], _C]) -> tuple[_C, bool, float]: ...
+
+    def get(self, key: Hashable, estimates: np.ndarray | None, build: Callable[[], Any],
+            compile_fn: Callable[[Any], Any] | None = None) -> tuple[Any, bool, float]:
         """``(compiled plan, hit, planning seconds)``; ``compile_fn`` compiles a new plan
         (default :class:`_Compiled`; a pull plan has its own)."""
         for k, (e, comp) in self._store.items():

@@ -60,8 +60,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
+import numpy as np
+
+from ..schemes.plan import Placement
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.policies.asking import Asking
@@ -71,8 +76,12 @@ from .lagrange_lies import Decoded, LieRepair, repair
 
 __all__ = ["PullOutcome", "pull_step", "pull_total", "pull_products"]
 
+_Info = list[Any]
+"""A call in flight: ``[machine, units, start, finish, duration, version, arrival, crashes]``
+(a list, updated in place on the hot path)."""
 
-def pull_total(plan, columns: int = 8) -> int:
+
+def pull_total(plan: pl.PullPlan, columns: int = 8) -> int:
     """The products a simulated pull step counts (the runtime's ``padded``): ``columns`` input
     columns padded to a multiple of ``L``, times the rows."""
     return pull_products(plan.num_rows, plan.L, columns)
@@ -99,18 +108,18 @@ class PullOutcome:
     """Units taken from another machine's queue (``usctec-pull``)."""
     cancelled: int
     """Calls cancelled after their pieces decoded."""
-    measured: dict = field(repr=False)
+    measured: dict[Hashable, tuple[float, str]] = field(repr=False)
     """``{machine: (speed, "value")}`` for every machine that returned a call (its first), as
     the runtime's gather measures it (``work * time_scale / elapsed``)."""
-    ran: tuple = field(repr=False, default=())
+    ran: tuple[tuple[Hashable, tuple[int, int]], ...] = field(repr=False, default=())
     """``(machine, rows)`` of every unit sent, when asked for (``record=True``)."""
-    filed: tuple = field(repr=False, default=())
+    filed: tuple[tuple[float, Hashable, pl.Unit], ...] = field(repr=False, default=())
     """``(time, machine, unit)`` of every result taken in, in order (``record=True``)."""
-    decoded_at: dict = field(repr=False, default_factory=dict)
+    decoded_at: dict[int, float] = field(repr=False, default_factory=dict)
     """``{piece: time}`` each piece of :attr:`plan` decoded (``record=True``)."""
-    plan: object = field(repr=False, default=None)
+    plan: pl.PullPlan | None = field(repr=False, default=None)
     """The sub-divided plan the units refer to (``record=True``)."""
-    wakes: tuple = field(repr=False, default=())
+    wakes: tuple[tuple[float, float], ...] = field(repr=False, default=())
     """``(driver's time, next result due)`` of every wake-up (``record=True``)."""
     lies: LieRepair | None = None
     """What the step's liars cost (:mod:`~elastic_coded.sim.lagrange_lies`), if any lied."""
@@ -127,33 +136,35 @@ class PullOutcome:
 class _Machine:
     __slots__ = ("calls", "free")
 
-    def __init__(self):
-        self.calls = []      # [key, ...] in arrival order
+    def __init__(self) -> None:
+        self.calls: list[int] = []      # [key, ...] in arrival order
         self.free = 0.0      # when it finishes what it holds
 
 
 class _Run:
     """One pull step's state: the queue, the machines' calls, the driver's clock."""
 
-    def __init__(self, sub, q, eff: dict, ts: float, total: int, depth: int, crashed: set,
-                 crash_at: float, cost: RuntimeCost | None, record: bool,
-                 lying: frozenset = frozenset(), rng=None):
+    def __init__(self, sub: pl.PullPlan, q: pl.CodedQueue | pl.DynamicQueue,
+                 eff: dict[Hashable, float], ts: float, total: int, depth: int,
+                 crashed: set[Hashable], crash_at: float, cost: RuntimeCost | None, record: bool,
+                 lying: frozenset[Hashable] = frozenset(),
+                 rng: np.random.Generator | None = None) -> None:
         self.sub, self.q, self.eff, self.ts, self.total, self.depth = sub, q, eff, ts, total, depth
         self.rng = rng           # the host's order of service (None: the order sent)
         self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
         self.machines = {m: _Machine() for m in sub.available}
         self.order = tuple(sub.available)
         self.asking = Asking(self.order)  # which machines the next fill asks
-        self.info: dict = {}     # key -> [machine, units, start, finish, duration, version]
-        self.heap: list = []
+        self.info: dict[int, _Info] = {}  # key -> [machine, units, start, finish, ...]
+        self.heap: list[tuple[float, int, int, int]] = []  # (when, seq, key, version)
         self.seq = 0
         self.driver = 0.0
         self.host = 0.0          # when the host's cores have done the CPU work sent so far
-        self.have: dict = {}     # piece -> positions filed
-        self.decoded: set = set()
+        self.have: dict[int, set[int]] = {}     # piece -> positions filed
+        self.decoded: set[int] = set()
         self.need = q.need
         self.n_pieces = len(sub.pieces)
-        self.sent_first: set = set()
+        self.sent_first: set[Hashable] = set()
         self.scan = cost.scan_s * len(self.order) if cost is not None else 0.0
         # the coded queue's rules cost the driver per decision (dynamic's are in call_s)
         self.decide = cost.decide_s if cost is not None and isinstance(q, pl.CodedQueue) else 0.0
@@ -162,17 +173,18 @@ class _Run:
         self.agents = (Agents(self.order, cost, self._home) if cost is not None and cost.group
                        else None)
         self.last_decode = 0.0
-        self.measured: dict = {}
-        self.ran: list = []
-        self.filed: list = []
-        self.decoded_at: dict = {}
-        self.wakes: list = []
+        self.measured: dict[Hashable, tuple[float, str]] = {}
+        self.ran: list[tuple[Hashable, tuple[int, int]]] = []
+        self.filed: list[tuple[float, Hashable, pl.Unit]] = []
+        self.decoded_at: dict[int, float] = {}
+        self.wakes: list[tuple[float, float]] = []
         self.lying = lying
-        self.arrived: dict = {}  # with liars: piece -> {position: machine}, first taken in
-        self.used: dict = {}     # with liars: piece -> the machines it decoded from
+        # with liars: piece -> {position: machine}, first taken in
+        self.arrived: dict[int, dict[int, Hashable]] = {}
+        self.used: dict[int, list[Hashable]] = {}  # with liars: piece -> machines decoded from
 
     # -- the machines ----------------------------------------------------------------------
-    def _schedule(self, m, now: float) -> None:
+    def _schedule(self, m: Hashable, now: float) -> None:
         """(Re)compute when ``m``'s calls start and end after a change at ``now`` (a call
         already computing keeps its times)."""
         mac = self.machines[m]
@@ -192,7 +204,7 @@ class _Run:
             self.seq += 1
         mac.free = t
 
-    def send(self, m, units: list, now: float) -> None:
+    def send(self, m: Hashable, units: list[pl.Unit], now: float) -> None:
         c = self.cost
         if c is not None and self.agents is not None:
             arrive, self.driver = self.agents.send(m, units, now, self.driver)
@@ -225,7 +237,7 @@ class _Run:
         if self.record:
             self.ran.extend((m, u.rows) for u in units)
 
-    def cancel(self, m, key, now: float) -> None:
+    def cancel(self, m: Hashable, key: Hashable, now: float) -> None:
         mac = self.machines[m]
         if key not in mac.calls:
             return
@@ -242,20 +254,20 @@ class _Run:
             return
         self._schedule(m, now)
 
-    def lose(self, m, now: float) -> None:
+    def lose(self, m: Hashable, now: float) -> None:
         mac = self.machines[m]
         for key in mac.calls:
             self.info.pop(key, None)
         mac.calls = []
         self.q.lost(m)
 
-    def _home(self, u):
+    def _home(self, u: pl.Unit) -> Hashable | None:
         """The machine unit ``u``'s position is planned on (``None``: none)."""
         ms = getattr(self.sub.pieces[u.piece], "machines", ())
         return ms[u.position] if u.position < len(ms) else None
 
     # -- the driver ------------------------------------------------------------------------
-    def _freed(self, m) -> None:
+    def _freed(self, m: Hashable) -> None:
         """One of ``m``'s calls ended: it is asked at the next fill."""
         self.asking.freed(m)
 
@@ -271,14 +283,16 @@ class _Run:
             return
         charged = [self.asking.asked]
 
-        def decided(t: float, m=None) -> None:  # the decisions made since the last charge
+        # the decisions made since the last charge
+        def decided(t: float, m: Hashable | None = None) -> None:
             n, charged[0] = self.asking.asked - charged[0], self.asking.asked
             if n and self.agents is not None and m is not None:  # made in m's agent
                 self.agents.decided(m, t, n, self.decide)
             elif n and self.agents is None:
                 self.driver = max(self.driver, t) + self.decide * n
 
-        def send(m, units: list, t: float) -> None:  # a call goes out after its decisions
+        # a call goes out after its decisions
+        def send(m: Hashable, units: list[pl.Unit], t: float) -> None:
             decided(t, m)
             self.send(m, units, t)
 
@@ -289,7 +303,7 @@ class _Run:
         dead, depth = self.q.dead, self.depth
         return any(len(mac.calls) < depth and m not in dead for m, mac in self.machines.items())
 
-    def take(self, key, t: float) -> float:
+    def take(self, key: int, t: float) -> float:
         """The result of call ``key`` (computed by ``t``); returns the driver's time after."""
         m, units, start, finish, dur = self.info.pop(key)[:5]
         mac = self.machines[m]
@@ -360,7 +374,7 @@ class _Run:
                 self.fill(now)
         return max(now, self.last_decode)
 
-    def _arrive(self, key, when: float, inf, now: float) -> float:
+    def _arrive(self, key: int, when: float, inf: _Info, now: float) -> float:
         """Call ``key``'s end at ``when`` taken in: its machine lost (a scripted crash of its
         first call) or its result filed; returns the driver's time after."""
         if inf[7]:  # the crash of the machine's first call
@@ -370,10 +384,12 @@ class _Run:
         return max(now, self.take(key, when))
 
 
-def pull_step(plan: pl.PullPlan, placement, eff, estimates, time_scale: float, *,
-              crashed=(), options: pl.PullOptions | None = None, cost: RuntimeCost | None = None,
-              crash_at: float = 0.5, total: int | None = None, record: bool = False,
-              lying=(), lag_s: float = 0.0, rng=None) -> PullOutcome:
+def pull_step(plan: pl.PullPlan, placement: Placement, eff: Mapping[Hashable, float],
+              estimates: Mapping[Hashable, float], time_scale: float, *,
+              crashed: Collection[Hashable] = (), options: pl.PullOptions | None = None,
+              cost: RuntimeCost | None = None, crash_at: float = 0.5, total: int | None = None,
+              record: bool = False, lying: Iterable[Hashable] = (), lag_s: float = 0.0,
+              rng: np.random.Generator | None = None) -> PullOutcome:
     """Simulate one pull step of ``plan`` (module docstring).  ``eff``: each machine's
     effective speed (speed over slowdown) and ``estimates`` the controller's speed estimates,
     mappings over ``plan.available``; ``crashed``: machines that die mid-step (their first
@@ -410,9 +426,10 @@ def _decoded(run: _Run) -> Decoded:
     positions taken in, each a unit's own machine; a position's planned machine and the
     holders of a piece's rows from the sub-divided plan."""
     sub, q = run.sub, run.q
-    work = {u.piece: v / run.total * run.ts for u, v in q.products.items()}
+    products = cast("Mapping[pl.Unit, int]", q.products)   # the layout's units
+    work = {u.piece: v / run.total * run.ts for u, v in products.items()}
 
-    def planned(pi, pos):
+    def planned(pi: int, pos: int) -> Hashable | None:
         ms = getattr(sub.pieces[pi], "machines", ())
         return ms[pos] if pos < len(ms) else None
 

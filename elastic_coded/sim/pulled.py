@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
 from ..families.usctec import validate
+from ..schemes.plan import Placement, StepPlan
 from ..schemes.policies import pull as pl
 from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
@@ -36,13 +39,84 @@ from .lagrange_lies import repair_lies
 from .learn import _learn
 from .pull import pull_products, pull_step
 
+if TYPE_CHECKING:
+    from .cost import RuntimeCost
+    from .executor import StepOutcome, _PlacementIndex
+    from .lagrange_lies import LieRepair
+    from .learn import _Learner
+    from .plan_cache import PlanCache
+    from .results import Record
+    from .variants import Variant
+
 __all__ = ["WholeRun", "PulledRun", "MODES"]
+
+_C = TypeVar("_C", "_Compiled", "_PullCompiled")   # a plan compiled
+_Index = Callable[[], "_PlacementIndex"]
+"""The placement index, built when first asked for (:meth:`~.runner._Storage.index`)."""
+_Measured = dict[Hashable, tuple[float, str]]
+"""``{machine: (speed, "value" or "upper")}``, as the runtime's gather measures them."""
+
+
+# what the runs read of the runner's values (:mod:`.runner` imports this module)
+class _Ctx(Protocol):
+    """One step of the trace (:class:`~.runner._Ctx`)."""
+
+    t: int
+    m_idx: int
+    present: tuple[str, ...]
+    slots: np.ndarray
+    crashed: np.ndarray | None
+    lying: np.ndarray | None
+    moved: dict[str, int]
+
+    @property
+    def eff(self) -> np.ndarray: ...
+
+
+class _Env(Protocol):
+    """What every step of every policy shares (:class:`~.runner._Env`)."""
+
+    @property
+    def L(self) -> int: ...
+
+    @property
+    def S(self) -> int: ...
+
+    @property
+    def ts(self) -> float: ...
+
+    @property
+    def crash_at(self) -> float: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def check_plans(self) -> bool: ...
+
+    @property
+    def cost(self) -> RuntimeCost | None: ...
+
+    @property
+    def deadline(self) -> float | None: ...
+
+    @property
+    def pull_options(self) -> pl.PullOptions | None: ...
+
+
+class _Storage(Protocol):
+    """One placement kind's storage (:class:`~.runner._Storage`)."""
+
+    placement: Placement
+    version: int
+
+    def index(self) -> _PlacementIndex: ...
 
 MODES = {"pull": 0, "eager": 1, "lean": 2, "whole": 3}
 """How a step ran, as recorded in ``SimResult.details[name]["mode"]``."""
 
 
-def _take(comp, ctx) -> np.ndarray | None:
+def _take(comp: _Compiled | _PullCompiled, ctx: _Ctx) -> np.ndarray | None:
     """Positions of the plan's machines in the step's present order (``None``: the same)."""
     take = comp.take.get(ctx.m_idx)
     if take is None and ctx.m_idx not in comp.take:
@@ -53,13 +127,24 @@ def _take(comp, ctx) -> np.ndarray | None:
     return take
 
 
-def _sel(arr, take):
+@overload
+def _sel(arr: np.ndarray, take: np.ndarray | None) -> np.ndarray: ...
+
+
+@overload
+def _sel(arr: None, take: np.ndarray | None) -> None: ...
+
+
+def _sel(arr: np.ndarray | None, take: np.ndarray | None) -> np.ndarray | None:
     if arr is None or take is None:
         return arr
-    return arr[take]
+    out: np.ndarray = arr[take]
+    return out
 
 
-def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
+def run_whole(comp: _Compiled, index: _Index, eff: np.ndarray, lost: np.ndarray | None,
+              est: np.ndarray, env: _Env, spec: Speculation | None,
+              cost: RuntimeCost | None = None) -> tuple[StepOutcome, float]:
     """A whole plan's step: its outcome, and its time with the runtime cost (``cost``, by
     default the simulation's, if any), at least the host floor of its calls (one per worker
     process, plus copies and re-dispatches)."""
@@ -80,8 +165,9 @@ def run_whole(comp: _Compiled, index, eff, lost, est, env, spec, cost=None):
     return out, t
 
 
-def lie_cost(comp: _Compiled, index, out, t: float, lying, eff, crashed, env, rec, name,
-             step: int) -> float:
+def lie_cost(comp: _Compiled, index: _Index, out: StepOutcome, t: float,
+             lying: np.ndarray | None, eff: np.ndarray, crashed: np.ndarray | None, env: _Env,
+             rec: Record, name: str, step: int) -> float:
     """A whole-plan step's time ``t`` with what its lies cost (module docstring), recorded."""
     if lying is None or not lying.any():
         return t
@@ -90,18 +176,19 @@ def lie_cost(comp: _Compiled, index, out, t: float, lying, eff, crashed, env, re
     return t + (fix.time - out.time) if math.isfinite(fix.time) else math.inf
 
 
-def _record_lies(rec, name: str, step: int, fix) -> None:
+def _record_lies(rec: Record, name: str, step: int, fix: LieRepair) -> None:
     for key, v in (("repairs", fix.repairs), ("repair_calls", fix.calls),
                    ("caught", len(fix.caught))):
         rec.detail(name, key, step, v)
 
 
-def whole_measured(comp: _Compiled, out, eff, lost, ts: float, T: float, avail) -> dict:
+def whole_measured(comp: _Compiled, out: StepOutcome, eff: np.ndarray, lost: np.ndarray | None,
+                   ts: float, T: float, avail: tuple[Hashable, ...]) -> _Measured:
     """The speeds a whole step's gather measures: ``work * time_scale / busy`` of the calls
     that returned by ``T`` ("value": the machine's effective speed, as its busy time leaves
     out the worker's own cost, as the runtime's emulated machines report it), and ``work *
     time_scale / T`` of those still running ("upper"); crashed machines tell nothing."""
-    res = {}
+    res: _Measured = {}
     for i in np.flatnonzero(comp.work > 0):
         if lost is not None and lost[i]:
             continue
@@ -117,12 +204,13 @@ class WholeRun:
     """A policy whose plan is dispatched whole: plans through the cache, steps in the
     executor (:func:`run_whole`)."""
 
-    def __init__(self, v, store, cache, est, configured, env):
+    def __init__(self, v: Variant, store: _Storage, cache: PlanCache, est: _Learner | None,
+                 configured: np.ndarray, env: _Env) -> None:
         self.v, self.store, self.cache, self.est, self.configured = v, store, cache, est, configured
         self.env = env
-        self._members = None
+        self._members: int | None = None
 
-    def _cost(self, ctx, rec, asked_again: bool = False):
+    def _cost(self, ctx: _Ctx, rec: Record, asked_again: bool = False) -> RuntimeCost | None:
         """The runtime cost of this step: the planning is asked for as the step before starts
         and made while it computes (the runtime's prefetch), so it costs only what it outlasts
         that step, unless the membership changed since (the prefetched plan is dropped and the
@@ -135,13 +223,15 @@ class WholeRun:
         prev = float(rec.times[self.v.name][ctx.t - 1])
         return replace(c, plan_s=max(0.0, c.plan_s - prev)) if math.isfinite(prev) else c
 
-    def _estimates(self, ctx):
-        return (self.est.speed if self.est is not None else self.configured)[ctx.slots]
+    def _estimates(self, ctx: _Ctx) -> np.ndarray:
+        cur: np.ndarray = (self.est.speed if self.est is not None else self.configured)[ctx.slots]
+        return cur
 
-    def _plan(self, ctx, rec, cur, compile_fn=_Compiled, modes=None):
+    def _plan(self, ctx: _Ctx, rec: Record, cur: np.ndarray, compile_fn: Callable[[Any], _C],
+              modes: tuple[str, ...] | None = None) -> _C:
         v, st, env = self.v, self.store, self.env
 
-        def build():
+        def build() -> StepPlan | pl.PullPlan:
             kw = {} if modes is None else {"modes": modes}
             plan = v.plan_fn()(st.placement, ctx.present, cur, env.L, env.S, **kw)
             check = plan.base if isinstance(plan, pl.PullPlan) else plan
@@ -155,16 +245,16 @@ class WholeRun:
         rec.replans[v.name] += 0 if hit else 1
         return comp
 
-    def _record(self, ctx, rec, t: float, mode: str) -> None:
+    def _record(self, ctx: _Ctx, rec: Record, t: float, mode: str) -> None:
         n = self.v.name
         rec.times[n][ctx.t] = t
         rec.rows_moved[n][ctx.t] = ctx.moved.get(self.v.placement, 0)
         rec.detail(n, "mode", ctx.t, MODES[mode])
 
-    def step(self, ctx, rec) -> None:
+    def step(self, ctx: _Ctx, rec: Record) -> None:
         env, name = self.env, self.v.name
         cur = self._estimates(ctx)
-        comp = self._plan(ctx, rec, cur)
+        comp = self._plan(ctx, rec, cur, _Compiled)
         take = _take(comp, ctx)
         e, c = _sel(ctx.eff, take), _sel(ctx.crashed, take)
         spec = self.v.speculation
@@ -189,26 +279,28 @@ class _PullCompiled:
     """A :class:`~elastic_coded.schemes.policies.pull.PullPlan` and, for ``usctec-auto``, its
     whole plans compiled."""
 
-    def __init__(self, plan: pl.PullPlan):
+    def __init__(self, plan: pl.PullPlan) -> None:
         self.plan = plan
         self.eager = _Compiled(plan.eager) if plan.eager is not None else None
         self.lean = _Compiled(plan.lean) if plan.lean is not None else None
-        self.take: dict = {}
+        self.take: dict[int, np.ndarray | None] = {}
 
 
 class PulledRun(WholeRun):
     """A pull policy (module docstring)."""
 
-    def __init__(self, v, store, cache, est, configured, env):
+    def __init__(self, v: Variant, store: _Storage, cache: PlanCache, est: _Learner | None,
+                 configured: np.ndarray, env: _Env) -> None:
         super().__init__(v, store, cache, est, configured, env)
-        self.history: deque = deque(maxlen=2 * pl.PROBE_EVERY)
+        self.history: deque[tuple[bool, int]] = deque(maxlen=2 * pl.PROBE_EVERY)
         self.chooses = bool(policy_of(v.plan).modes)
-        self._expected = None   # the execution whose plan was asked for ahead
+        self._expected: str | None = None   # the execution whose plan was asked for ahead
         self.lag_s = 0.0        # what the last coded pull step's calls took beyond their work
 
-    def step(self, ctx, rec) -> None:
+    def step(self, ctx: _Ctx, rec: Record) -> None:
         env, name, t = self.env, self.v.name, ctx.t
         cur = self._estimates(ctx)
+        modes: tuple[str, ...] | None
         mode, modes, missed = "pull", None, False
         if self.chooses:   # usctec-auto: the execution first, then its plan alone
             total = pull_products(self.store.placement.num_rows, env.L)
@@ -242,17 +334,18 @@ class PulledRun(WholeRun):
             rec.detail(name, "cancelled", t, out.cancelled)
             rec.detail(name, "messages", t, out.messages)
         else:
-            whole = comp.eager if mode == "eager" else comp.lean
+            # the plan of the mode chosen is made (modes)
+            whole = cast(_Compiled, comp.eager if mode == "eager" else comp.lean)
             spec = Speculation(env.deadline) if mode == "lean" and env.deadline else None
-            out, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
-            measured = whole_measured(whole, out, e, c, env.ts, out.time, avail)
-            T = lie_cost(whole, self.store.index, out, T, _sel(ctx.lying, take), e, c, env,
+            res, T = run_whole(whole, self.store.index, e, c, est, env, spec, cost)
+            measured = whole_measured(whole, res, e, c, env.ts, res.time, avail)
+            T = lie_cost(whole, self.store.index, res, T, _sel(ctx.lying, take), e, c, env,
                          rec, name, t)
-            rec.copies[name][t] = out.copies
-            rec.recovered[name][t] = len(out.recovered)
-            rec.redispatched[name][t] = out.redispatched
-            rec.detail(name, "calls", t, int(np.count_nonzero(whole.work > 0)) + out.copies +
-                       out.redispatched)
+            rec.copies[name][t] = res.copies
+            rec.recovered[name][t] = len(res.recovered)
+            rec.redispatched[name][t] = res.redispatched
+            rec.detail(name, "calls", t, int(np.count_nonzero(whole.work > 0)) + res.copies +
+                       res.redispatched)
         self._record(ctx, rec, T, mode)
         if self.chooses:
             self.history.append(ps.history_entry(mode, ps.seen_slowed(measured, est_map)))

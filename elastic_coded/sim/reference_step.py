@@ -6,20 +6,32 @@ faster path must match it.  Pure."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..schemes.plan import Placement, PlanError, StepPlan
 from ..schemes.policies.rules import assign_recovery, backup_copies
-from .executor import Speculation, StepOutcome, _sort_key, _step_inputs, _task_work
+from .executor import (
+    MachineValues,
+    Span,
+    Speculation,
+    StepOutcome,
+    _sort_key,
+    _step_inputs,
+    _task_work,
+)
 
 __all__ = ["step_time_reference"]
 
 
-def step_time_reference(plan: StepPlan, placement: Placement, speeds, slowdowns=None, crashed=(),
-                        estimates=None, time_scale: float = 1.0, crash_at: float = 0.5,
-                        speculation: Speculation | None = None) -> StepOutcome:
+def step_time_reference(plan: StepPlan, placement: Placement, speeds: MachineValues,
+                        slowdowns: MachineValues | None = None,
+                        crashed: Iterable[Hashable] | None = (),
+                        estimates: MachineValues | None = None, time_scale: float = 1.0,
+                        crash_at: float = 0.5, speculation: Speculation | None = None
+                        ) -> StepOutcome:
     """The same as :func:`step_time`, written as plain loops over machines, pieces and events,
     with the holders from :meth:`~elastic_coded.schemes.plan.Placement.holders_of`: the
     reference semantics (module docstring)."""
@@ -46,7 +58,9 @@ def step_time_reference(plan: StepPlan, placement: Placement, speeds, slowdowns=
 class _Reference:
     """State of one reference step (:func:`step_time_reference`), by machine id."""
 
-    def __init__(self, plan, placement, avail, sp, sl, est, crashed, ts, crash_at):
+    def __init__(self, plan: StepPlan, placement: Placement, avail: tuple[Hashable, ...],
+                 sp: np.ndarray, sl: np.ndarray, est: np.ndarray, crashed: set[Hashable],
+                 ts: float, crash_at: float) -> None:
         self.plan, self.avail, self.crashed, self.ts, self.crash_at = (plan, avail, crashed, ts,
                                                                        crash_at)
         self.speed = {m: float(sp[i]) / float(sl[i]) for i, m in enumerate(avail)}
@@ -62,13 +76,14 @@ class _Reference:
         self.free = dict(self.live)
         self.key = {m: r for r, m in enumerate(_sort_key(avail))}
         alive = [m for m in avail if m not in crashed]
-        self.spans = lambda rows: placement.holders_of(rows, alive)
+        self.spans: Callable[[tuple[int, int]], list[Span]] = \
+            lambda rows: placement.holders_of(rows, alive)
 
-    def originals(self) -> dict:
+    def originals(self) -> dict[int, list[float]]:
         return {pi: sorted(self.live[m] for m in p.machines if m not in self.crashed)
                 for pi, p in enumerate(self.plan.pieces)}
 
-    def _run(self, h, start: float, work: float) -> float:
+    def _run(self, h: Hashable, start: float, work: float) -> float:
         self.free[h] = max(start, self.free[h]) + work / self.speed[h] * self.ts
         return self.free[h]
 
@@ -93,7 +108,7 @@ class _Reference:
             redone += len(lost)
         return redone, True
 
-    def speculate(self, piece_times: list, spec: Speculation) -> tuple[int, float]:
+    def speculate(self, piece_times: list[float], spec: Speculation) -> tuple[int, float]:
         """Backup copies at the one time they start (plain loops); updates ``piece_times``."""
         plan = self.plan
         if plan.K != 1:
@@ -111,14 +126,14 @@ class _Reference:
         if not math.isfinite(t_star):
             return 0, t_star
 
-        def own(m):  # when the machine's own call stops being in flight
+        def own(m: Hashable) -> float:  # when the machine's own call stops being in flight
             return self.crash_at * self.finish[m] if m in self.crashed else self.live[m]
 
         busy = {m: int(self.work[m] > 0 and own(m) > t_star)
                 + int(self.free[m] > max(self.live[m], t_star)) for m in self.avail}
         calls = [(m, m, [pi for pi, p in enumerate(plan.pieces) if p.machines[0] == m])
                  for m in self.avail if self.work[m] > 0 and own(m) > t_star]
-        holders = {}
+        holders: dict[int, list[Hashable]] = {}
         for _, _, pieces in calls:
             for pi in pieces:
                 sp = self.spans(plan.groups[plan.pieces[pi].group].rows)

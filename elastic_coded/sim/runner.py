@@ -53,8 +53,9 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,6 +68,8 @@ from ..families.usctec import (
     extend_placement,
     repair_placement,
 )
+from ..options import RunOptions
+from ..schemes.plan import Placement
 from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
 from ..schemes.policies.unified import UnifiedOptions
@@ -75,24 +78,38 @@ from .cost import RuntimeCost
 from .executor import _PlacementIndex
 from .groups import RUN_FIELDS, from_groups
 from .learn import _Learner
+from .models import Model
 from .plan_cache import PlanCache
 from .pulled import PulledRun, WholeRun
 from .results import Record, SimResult, summarize_times
-from .trace import Trace, make_trace
-from .variants import BOUNDS, VARIANTS, Variant, resolve_policies
+from .trace import Churn, Speeds, Trace, make_trace
+from .variants import (
+    BOUNDS,
+    VARIANTS,
+    FamilyOptions,
+    SimPolicy,
+    Variant,
+    resolve_policies,
+)
 
 __all__ = ["Variant", "VARIANTS", "BOUNDS", "SimResult", "simulate",
            "summarize_times"]
 
 
+Estimates = float | Sequence[float] | np.ndarray
+"""The speeds the controller starts with: one for every machine, or one per initial machine."""
+RunGroup = RunOptions | Mapping[str, Any]
+"""``simulate``'s ``run``: a :class:`~elastic_coded.options.RunOptions` or its fields."""
+
+
 class _Storage:
     """One placement kind's storage, kept the runtime's way as membership changes."""
 
-    def __init__(self, placement):
+    def __init__(self, placement: Placement) -> None:
         self.placement = placement
         self.version = 0
         self.member = -1  # membership index the placement was last brought up to date for
-        self._index = None
+        self._index: _PlacementIndex | None = None
 
     def index(self) -> _PlacementIndex:
         if self._index is None:
@@ -107,7 +124,8 @@ class _Storage:
             self.placement, mv = extend_placement(self.placement, j.id, j.storage)
             moved += sum(b - a for a, b, _ in mv)
         if set(self.placement.machines) != set(present):
-            budgets = {m: float(trace.storage[s]) for m, s in zip(present, trace.slots(t))}
+            budgets: dict[Hashable, float] = {m: float(trace.storage[s])
+                                              for m, s in zip(present, trace.slots(t))}
             self.placement, mv = repair_placement(self.placement, present, L, S, budgets)
             moved += sum(b - a for a, b, _ in mv)
         self.version += 1
@@ -122,24 +140,25 @@ class _Ctx:
 
     t: int
     m_idx: int
-    present: tuple
+    present: tuple[str, ...]
     slots: np.ndarray
     speed: np.ndarray
     slowdown: np.ndarray
     crashed: np.ndarray | None
     """Mask over ``present`` (``None``: nobody crashes)."""
-    crashed_ids: tuple
-    joined: tuple
+    crashed_ids: tuple[str, ...]
+    joined: tuple[str, ...]
     lying: np.ndarray | None = None
     """Mask over ``present`` of the machines returning wrong results (``None``: none)."""
-    moved: dict = field(default_factory=dict)
+    moved: dict[str, int] = field(default_factory=dict)
     """Rows copied for this step, by USCTEC placement kind."""
 
     @property
     def eff(self) -> np.ndarray:
-        return self.speed / self.slowdown
+        eff: np.ndarray = self.speed / self.slowdown
+        return eff
 
-    def by_machine(self, values) -> dict:
+    def by_machine(self, values: np.ndarray | Sequence[float]) -> dict[Hashable, float]:
         return dict(zip(self.present, np.asarray(values, dtype=np.float64).tolist()))
 
     @classmethod
@@ -159,7 +178,7 @@ class _Ctx:
                    lying=lying)
 
     @property
-    def lying_ids(self) -> tuple:
+    def lying_ids(self) -> tuple[str, ...]:
         """The ids of the machines returning wrong results (the unified and hetero families
         find them by their checks and repair, see :mod:`~elastic_coded.sim.unified` and
         :mod:`~elastic_coded.sim.hetero`)."""
@@ -168,8 +187,14 @@ class _Ctx:
         return tuple(m for m, lies in zip(self.present, self.lying.tolist()) if lies)
 
 
+class _Runner(Protocol):
+    """What simulates one policy: ``step(ctx, record)`` per step."""
+
+    def step(self, ctx: _Ctx, rec: Record) -> None: ...
+
+
 class _Bound:
-    def __init__(self, name: str, env):
+    def __init__(self, name: str, env: _Env) -> None:
         self.name, self.env = name, env
 
     def step(self, ctx: _Ctx, rec: Record) -> None:
@@ -197,16 +222,17 @@ class _Env:
 
 
 def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
-             policies: Sequence = ("uncoded", "speculative", "cyclic", "usctec", "ideal"),
-             delays=None, speeds=None, churn=None, seed: int = 0, estimates=None,
-             num_rows: int | None = None, storage: float = 1.0, time_scale: float = 1.0,
-             learn_speeds: bool = False, plan_tol: float = 0.05, baseline: str | None = "uncoded",
-             design_samples: int = 8, crash_at: float = 0.5, check_plans: bool = False,
+             policies: Sequence[object] = ("uncoded", "speculative", "cyclic", "usctec", "ideal"),
+             delays: Model | None = None, speeds: Speeds | None = None, churn: Churn | None = None,
+             seed: int = 0, estimates: Estimates | None = None, num_rows: int | None = None,
+             storage: float = 1.0, time_scale: float = 1.0, learn_speeds: bool = False,
+             plan_tol: float = 0.05, baseline: str | None = "uncoded", design_samples: int = 8,
+             crash_at: float = 0.5, check_plans: bool = False,
              trace: Trace | None = None, unified_options: UnifiedOptions | None = None,
-             hetero_options: HeteroOptions | None = None, masters=None,
+             hetero_options: HeteroOptions | None = None, masters: Sequence[int] | None = None,
              cost: RuntimeCost | None = None, deadline: float | None = None,
-             pull_options: PullOptions | None = None,
-             family_options: Mapping | None = None, run=None, options=None) -> SimResult:
+             pull_options: PullOptions | None = None, family_options: FamilyOptions | None = None,
+             run: RunGroup | None = None, options: object = None) -> SimResult:
     """Run ``policies`` side by side on one trace of ``steps`` steps on ``N`` machines.
 
     ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
@@ -315,10 +341,11 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     return rec.result(trace.counts(), wall, baseline)
 
 
-def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured: np.ndarray,
-             learn_speeds: bool, env: _Env) -> list:
+def _runners(variants: Sequence[SimPolicy], trace: Trace, stores: dict[str, _Storage],
+             cache: PlanCache, configured: np.ndarray, learn_speeds: bool, env: _Env
+             ) -> list[_Runner]:
     """One runner per variant, each with the storage its family keeps."""
-    out: list = []
+    out: list[_Runner] = []
     for v in variants:
         if isinstance(v, str):
             out.append(_Bound(v, env))
@@ -332,7 +359,9 @@ def _runners(variants, trace: Trace, stores: dict, cache: PlanCache, configured:
     return out
 
 
-def _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage) -> Trace:
+def _the_trace(trace: Trace | None, N: int | None, steps: int | None, L: int, S: int,
+               delays: Model | None, speeds: Speeds | None, churn: Churn | None, seed: int,
+               storage: float) -> Trace:
     if trace is None:
         if N is None or steps is None:
             raise ArgumentError("N, steps: give both, or a trace")
@@ -345,7 +374,7 @@ def _the_trace(trace, N, steps, L, S, delays, speeds, churn, seed, storage) -> T
     return trace
 
 
-def _estimates(trace: Trace, estimates) -> np.ndarray:
+def _estimates(trace: Trace, estimates: Estimates | None) -> np.ndarray:
     """The speed estimates the controller starts with, by slot."""
     configured = trace.configured.copy()
     if estimates is None:
@@ -363,8 +392,8 @@ def _estimates(trace: Trace, estimates) -> np.ndarray:
     return configured
 
 
-def _placements(variants, trace: Trace, q: int, configured: np.ndarray, env: _Env,
-                design_samples: int) -> dict:
+def _placements(variants: Sequence[SimPolicy], trace: Trace, q: int, configured: np.ndarray,
+                env: _Env, design_samples: int) -> dict[str, _Storage]:
     """The USCTEC family's initial placements, as the controller designs them."""
     N0, L, S = trace.N, env.L, env.S
     ids0 = trace.ids[:N0]

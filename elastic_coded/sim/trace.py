@@ -23,15 +23,22 @@ passes the previous plan's machines, which still include those that crashed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import numpy as np
 
-from ..churn import CAUGHT_LIMIT, ChurnScript, StepEvents, parse_churn
+from ..churn import CAUGHT_LIMIT, ChurnScript, Join, StepEvents, parse_churn
 from ..errors import ArgumentError, ArgumentTypeError
-from .models import EqualSpeeds, NoDelays, check_model
+from .models import EqualSpeeds, Model, NoDelays, check_model
 
 __all__ = ["Trace", "make_trace"]
+
+Speeds = Model | Sequence[float] | np.ndarray
+"""Base speeds: a speed model, or one speed per initial machine."""
+Churn = ChurnScript | Mapping[str, Any]
+"""A churn script, or its mapping (YAML) form."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class Trace:
     L: int
     """Code parameters the churn floor was drawn with (``L+S`` machines at least)."""
     S: int
-    ids: tuple
+    ids: tuple[str, ...]
     """``ids[slot]``: the machine's id (``"m3"``, or the joiner's id; a machine that leaves and
     joins again later gets a new slot)."""
     storage: np.ndarray
@@ -56,36 +63,36 @@ class Trace:
     """``(steps, slots)`` true base speeds."""
     slowdown: np.ndarray
     """``(steps, slots)`` slowdown factors (delay model times the churn script's ``slow``)."""
-    members: tuple
+    members: tuple[tuple[str, ...], ...]
     """The distinct memberships, each a sorted tuple of ids."""
-    member_slots: tuple
+    member_slots: tuple[np.ndarray, ...]
     """``member_slots[i]``: slots of ``members[i]``, aligned with it (int arrays)."""
     member_of: np.ndarray
     """``member_of[t]``: index into ``members`` of the machines present at step ``t``."""
-    events: tuple
+    events: tuple[StepEvents, ...]
     """``events[t]``: the :class:`~elastic_coded.churn.StepEvents` drawn for step ``t``."""
-    crashed: tuple
+    crashed: tuple[tuple[str, ...], ...]
     """``crashed[t]``: ids present at step ``t`` that crash in its middle."""
-    joined: tuple
+    joined: tuple[tuple[Join, ...], ...]
     """``joined[t]``: the ``Join`` records that took effect before step ``t``."""
-    left: tuple
+    left: tuple[tuple[str, ...], ...]
     """``left[t]``: ids gone before step ``t`` (graceful leaves, last step's crashes and
     exclusions)."""
-    corrupt: tuple = ()
+    corrupt: tuple[tuple[str, ...], ...] = ()
     """``corrupt[t]``: ids present at step ``t`` that return wrong results in it."""
 
     @property
     def steps(self) -> int:
         return int(self.member_of.size)
 
-    def present(self, t: int) -> tuple:
+    def present(self, t: int) -> tuple[str, ...]:
         """The ids present at step ``t`` (sorted)."""
         return self.members[int(self.member_of[t])]
 
     def slots(self, t: int) -> np.ndarray:
         return self.member_slots[int(self.member_of[t])]
 
-    def counts(self) -> dict:
+    def counts(self) -> dict[str, int]:
         """Totals of churn events over the trace."""
         return {
             "joins": sum(len(j) for j in self.joined),
@@ -96,7 +103,7 @@ class Trace:
         }
 
 
-def _as_script(churn) -> ChurnScript | None:
+def _as_script(churn: Churn | None) -> ChurnScript | None:
     if churn is None or isinstance(churn, ChurnScript):
         return churn
     from collections.abc import Mapping
@@ -107,7 +114,8 @@ def _as_script(churn) -> ChurnScript | None:
                             f"{type(churn).__name__}")
 
 
-def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, churn=None,
+def make_trace(N: int, steps: int, L: int, S: int, *, delays: Model | None = None,
+               speeds: Speeds | None = None, churn: Churn | None = None,
                seed: int = 0, storage: float = 1.0) -> Trace:
     """Draw the trace of ``steps`` steps on ``N`` initial machines (module docstring).
 
@@ -149,7 +157,25 @@ def make_trace(N: int, steps: int, L: int, S: int, *, delays=None, speeds=None, 
                  tuple(mb["left"]), tuple(mb["corrupt"]))
 
 
-def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
+class _Membership(TypedDict):
+    """What :func:`_membership` draws (the :class:`Trace` fields, as lists)."""
+
+    ids: list[str]
+    storage: list[float]
+    conf_join: list[float]
+    members: list[tuple[str, ...]]
+    member_slots: list[np.ndarray]
+    member_of: np.ndarray
+    events: list[StepEvents]
+    crashed: list[tuple[str, ...]]
+    joined: list[tuple[Join, ...]]
+    left: list[tuple[str, ...]]
+    corrupt: list[tuple[str, ...]]
+    slow_extra: list[tuple[int, int, float]]
+
+
+def _membership(N: int, steps: int, K: int, storage: float, script: ChurnScript | None
+                ) -> _Membership:
     """Who is present at each step, by the churn script (module docstring): ids and slots,
     the distinct memberships, and each step's events, crashes, joins and leaves."""
     ids = [f"m{i}" for i in range(N)]
@@ -157,15 +183,19 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
     stor = [storage] * N
     conf_join: list[float] = []
     present = set(ids)
-    members: list[tuple] = []
+    members: list[tuple[str, ...]] = []
     member_slots: list[np.ndarray] = []
-    index_of: dict[tuple, int] = {}  # slots of a membership (sorted by id) -> its index
+    index_of: dict[tuple[int, ...], int] = {}  # slots of a membership (sorted by id) -> its index
     member_of = np.zeros(steps, dtype=np.int64)
-    events, crashed_all, joined_all, left_all, corrupt_all = [], [], [], [], []
+    events: list[StepEvents] = []
+    crashed_all: list[tuple[str, ...]] = []
+    joined_all: list[tuple[Join, ...]] = []
+    left_all: list[tuple[str, ...]] = []
+    corrupt_all: list[tuple[str, ...]] = []
     lies: dict[str, int] = {}
     slow_extra: list[tuple[int, int, float]] = []  # (step, slot, factor)
     gen = script.generator() if script is not None else None
-    gone_after: tuple = ()
+    gone_after: tuple[str, ...] = ()
     now = tuple(sorted(present))
     no_events = StepEvents()
     for t in range(steps):
@@ -220,7 +250,8 @@ def _membership(N: int, steps: int, K: int, storage: float, script) -> dict:
             "crashed": crashed_all, "joined": joined_all, "left": left_all, "corrupt": corrupt_all,
             "slow_extra": slow_extra}
 
-def _base_speeds(speeds, rng: np.random.Generator, steps: int, N: int) -> np.ndarray:
+def _base_speeds(speeds: Speeds | None, rng: np.random.Generator, steps: int, N: int
+                 ) -> np.ndarray:
     """``(steps, N)`` base speeds of the initial machines, from an array or a speed model."""
     if isinstance(speeds, (list, tuple, np.ndarray)):
         base = np.asarray(speeds, dtype=np.float64).reshape(-1)
@@ -236,7 +267,7 @@ def _base_speeds(speeds, rng: np.random.Generator, steps: int, N: int) -> np.nda
     return sp0
 
 
-def _slowdowns(delays, rng: np.random.Generator, steps: int, n_slots: int) -> np.ndarray:
+def _slowdowns(delays: Model, rng: np.random.Generator, steps: int, n_slots: int) -> np.ndarray:
     """``(steps, n_slots)`` slowdowns from the delay model (a writable copy)."""
     slowdown = np.asarray(delays.sample(rng, steps, n_slots), dtype=np.float64)
     if slowdown.shape != (steps, n_slots) or not np.all(np.isfinite(slowdown) & (slowdown > 0)):

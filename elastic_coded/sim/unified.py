@@ -43,18 +43,24 @@ re-design scale with it (they are reported in the design's coded rows).
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..algebra.fields import field as make_field
 from ..errors import ArgumentError, ArgumentTypeError, InternalError
 from ..families import SimModel
-from ..families.unified import decoding_rows
+from ..families.unified import StorageDesign, decoding_rows
 from ..schemes.plan import PlanError
 from ..schemes.policies import unified as uni
 from ..schemes.policies.rules import paced, quorum_time
+
+if TYPE_CHECKING:
+    from .results import Record
+    from .runner import _Ctx, _Env
+    from .trace import Trace
 
 __all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "UnifiedSim", "SIM_MODEL", "map_time",
            "repair"]
@@ -70,7 +76,7 @@ class UnifiedVariant:
     options: uni.UnifiedOptions = field(default_factory=uni.UnifiedOptions)
     rows: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         if not isinstance(self.options, uni.UnifiedOptions):
@@ -105,13 +111,19 @@ class UnifiedStep:
     """Products repaired (0 or 1): a liar was among the fastest ``q`` (module docstring)."""
     repair_calls: int = 0
     """Repair calls: the kept Map results fetched, then the Maps computed again."""
-    caught: tuple = ()
+    caught: tuple[Hashable, ...] = ()
     """Machines caught lying in this step."""
 
 
-def _finish(storage, lat, present, speed, slow, crashed, ts: float, crash_at: float) -> list:
+_Finish = tuple[int, float, float]
+"""``(server, finish or inf, when its call has returned or failed)``."""
+
+
+def _finish(storage: uni.UnifiedStorage, lat: np.ndarray, present: Iterable[Hashable],
+            speed: Mapping[Hashable, float], slow: Mapping[Hashable, float],
+            crashed: Container[Hashable], ts: float, crash_at: float) -> list[_Finish]:
     """``[(server, finish or inf, when its call has returned or failed), ...]``."""
-    out = []
+    out: list[_Finish] = []
     for k in storage.live(present):
         mach = storage.servers[k]
         d = paced(float(lat[k]), ts, float(slow.get(mach, 1.0)), float(speed[mach]))
@@ -119,8 +131,9 @@ def _finish(storage, lat, present, speed, slow, crashed, ts: float, crash_at: fl
     return out
 
 
-def map_time(storage: uni.UnifiedStorage, lat: np.ndarray, present, speed, slow, crashed,
-             time_scale: float) -> float:
+def map_time(storage: uni.UnifiedStorage, lat: np.ndarray, present: Iterable[Hashable],
+             speed: Mapping[Hashable, float], slow: Mapping[Hashable, float],
+             crashed: Container[Hashable], time_scale: float) -> float:
     """The Map time of one attempt (module docstring): the ``q``-th smallest finish of the
     live servers; ``speed``/``slow``: ``{machine: value}`` (slowdown default 1), ``crashed``:
     machines that die during the step (``inf`` when fewer than ``q`` others finish)."""
@@ -136,11 +149,13 @@ class _Repair:
     """Time after the Map's end (``inf``: the rows that check never decode)."""
     repairs: int = 0
     calls: int = 0
-    caught: tuple = ()
+    caught: tuple[Hashable, ...] = ()
 
 
-def repair(storage: uni.UnifiedStorage, lat: np.ndarray, fin: list, present, speed, slow,
-           crashed, lying, time_scale: float) -> _Repair:
+def repair(storage: uni.UnifiedStorage, lat: np.ndarray, fin: Sequence[_Finish],
+           present: Iterable[Hashable], speed: Mapping[Hashable, float],
+           slow: Mapping[Hashable, float], crashed: Iterable[Hashable],
+           lying: Iterable[Hashable], time_scale: float) -> _Repair:
     """The detection and repair of lies in one unified Map (module docstring), as the runtime's
     ``UnifiedChecks._repair``: ``fin`` from the Map's finishes (``[(server, finish, _)]``),
     ``present`` the machines with a handle, ``crashed`` those dead, ``lying`` those that lie."""
@@ -173,7 +188,7 @@ def repair(storage: uni.UnifiedStorage, lat: np.ndarray, fin: list, present, spe
     return _Repair(extra, 1, calls, tuple(caught))
 
 
-def _decodes(design, rows: set) -> bool:
+def _decodes(design: StorageDesign, rows: set[int]) -> bool:
     """Whether the coded ``rows`` decode the product (the driver's ``decoding_rows``)."""
     return decoding_rows(design, sorted(rows)) is not None
 
@@ -181,8 +196,8 @@ def _decodes(design, rows: set) -> bool:
 class UnifiedRun:
     """One unified variant over a trace: its storage across steps and each step's Map."""
 
-    def __init__(self, variant: UnifiedVariant, machines, seed: int, time_scale: float,
-                 crash_at: float = 0.5):
+    def __init__(self, variant: UnifiedVariant, machines: Iterable[Hashable], seed: int,
+                 time_scale: float, crash_at: float = 0.5) -> None:
         self.v = variant
         self.seed = int(seed)
         self.ts, self.crash_at = float(time_scale), float(crash_at)
@@ -194,7 +209,7 @@ class UnifiedRun:
         except PlanError:  # too few machines: every step fails until enough are present
             pass
 
-    def _keep(self, present) -> tuple[uni.UnifiedStorage, int, int]:
+    def _keep(self, present: Iterable[Hashable]) -> tuple[uni.UnifiedStorage, int, int]:
         """``plan_storage`` for ``present``: the storage, re-encodings (0 or 1), rows moved."""
         old = self.storage
         st, new = uni.plan_storage(self.v.options, self.v.rows, list(present), old,
@@ -203,7 +218,9 @@ class UnifiedRun:
         redesign = int(new and old is not None)
         return st, redesign, (uni.values_moved(st, 1)[0] if new else 0)
 
-    def step(self, t: int, present, speed, slow, crashed, lying=()) -> UnifiedStep:
+    def step(self, t: int, present: Sequence[Hashable], speed: Mapping[Hashable, float],
+             slow: Mapping[Hashable, float], crashed: Collection[Hashable],
+             lying: Collection[Hashable] = ()) -> UnifiedStep:
         """Step ``t`` for the machines ``present`` (``speed``, ``slow``: by machine;
         ``crashed``: machines that die in it, ``lying``: those returning wrong results)."""
         redesigns = moved = 0
@@ -238,11 +255,12 @@ class UnifiedSim:
     """Runs a :class:`UnifiedVariant` in :func:`~elastic_coded.sim.runner.simulate`, one
     ``step(ctx, record)`` per step."""
 
-    def __init__(self, v: UnifiedVariant, trace, configured, env):
+    def __init__(self, v: UnifiedVariant, trace: Trace, configured: np.ndarray, env: _Env
+                 ) -> None:
         self.name = v.name
         self.run = UnifiedRun(v, trace.ids[:trace.N], env.seed, env.ts, env.crash_at)
 
-    def step(self, ctx, rec) -> None:
+    def step(self, ctx: _Ctx, rec: Record) -> None:
         out = self.run.step(ctx.t, ctx.present, ctx.by_machine(ctx.speed),
                             ctx.by_machine(ctx.slowdown), set(ctx.crashed_ids), ctx.lying_ids)
         n, t = self.name, ctx.t
@@ -254,7 +272,8 @@ class UnifiedSim:
         rec.detail(n, "caught", t, len(out.caught))
 
 
-def _variant(options, masters) -> UnifiedVariant:
+def _variant(options: uni.UnifiedOptions | None, masters: Sequence[int] | None
+             ) -> UnifiedVariant:
     return UnifiedVariant("unified", options or uni.UnifiedOptions())
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeGuard, cast
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..families import family_names, family_of
@@ -16,23 +16,40 @@ from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import REGISTRY, get_policy, policy_of
 from .executor import Speculation
 
+if TYPE_CHECKING:
+    from ..schemes.plan import StepPlan
+    from ..schemes.policies.pull import PullPlan
+
 __all__ = ["Variant", "VARIANTS", "BOUNDS", "sim_families", "resolve_policies"]
+
+
+class FamilyVariant(Protocol):
+    """A family's own variant value (:class:`~elastic_coded.families.SimModel`'s ``variant``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
 
 BOUNDS = ("ideal", "lower_bound")
 """USCTEC-family bounds, reported like policies (see :mod:`elastic_coded.sim.runner`)."""
 
+FamilyOptions = Mapping[str, object]
+"""By family name, the options of another family the simulator runs by name."""
 
 
-def sim_families() -> tuple:
+def sim_families() -> tuple[str, ...]:
     """The registered families the simulator runs by name (those with a
     :class:`~elastic_coded.families.SimModel`; their options come with :func:`simulate`)."""
     return tuple(n for n in family_names() if family_of(n).sim is not None)
 
 
-def _family_variant(p) -> bool:
+def _family_variant(p: object) -> TypeGuard[FamilyVariant]:
     """``p`` is a family's own variant value (it names a family the simulator runs)."""
-    return isinstance(getattr(p, "family", None), str) and p.family in sim_families() and \
-        not isinstance(p, type)
+    family = getattr(p, "family", None)
+    return isinstance(family, str) and family in sim_families() and not isinstance(p, type)
 
 
 @dataclass(frozen=True)
@@ -44,12 +61,12 @@ class Variant:
     learning switch (``None``: the simulation's)."""
 
     name: str
-    plan: str | Callable = "usctec"
+    plan: str | Callable[..., StepPlan | PullPlan] = "usctec"
     placement: str = "design"
     speculation: Speculation | None = None
     learn: bool | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ArgumentError(f"name: a non-empty string, got {self.name!r}")
         if isinstance(self.plan, str):
@@ -60,7 +77,8 @@ class Variant:
             raise ArgumentError(f"placement: 'cyclic' or 'design', got {self.placement!r}")
         if self.speculation is None and isinstance(self.plan, str) and \
                 policy_of(self.plan).speculation:
-            object.__setattr__(self, "speculation", Speculation(policy_of(self.plan).speculation))
+            multiplier = cast(float, policy_of(self.plan).speculation)   # not None (just above)
+            object.__setattr__(self, "speculation", Speculation(multiplier))
         if self.speculation is not None and not (isinstance(self.plan, str) and
                                                  policy_of(self.plan).uncoded):
             raise ArgumentError(f"speculation: runs on the uncoded split (a policy with "
@@ -79,14 +97,18 @@ class Variant:
         return isinstance(self.plan, str) and policy_of(self.plan).speed_blind
 
     @property
-    def plan_key(self):
+    def plan_key(self) -> tuple[str, str, int, str]:
         """Variants with the same plan function on the same placement kind share plans."""
         fn = self.plan_fn()
         return (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""), id(fn),
                 self.placement)
 
-    def plan_fn(self) -> Callable:
+    def plan_fn(self) -> Callable[..., StepPlan | PullPlan]:
         return get_policy(self.plan) if isinstance(self.plan, str) else self.plan
+
+
+SimPolicy = str | Variant | FamilyVariant
+"""A policy :func:`resolve_policies` gives: a bound's name, a :class:`Variant`, a family's."""
 
 
 VARIANTS: dict[str, Variant] = {
@@ -104,17 +126,19 @@ backup tasks) and ``cyclic`` (equal loads ``(L+S)/N_t``); on the cyclic placemen
 placement, equal loads)."""
 
 
-def resolve_policies(policies: Sequence, unified_options: UnifiedOptions | None = None,
-                     hetero_options: HeteroOptions | None = None, masters=None,
-                     family_options: Mapping | None = None) -> list:
+def resolve_policies(policies: Sequence[object], unified_options: UnifiedOptions | None = None,
+                     hetero_options: HeteroOptions | None = None,
+                     masters: Sequence[int] | None = None,
+                     family_options: FamilyOptions | None = None) -> list[SimPolicy]:
     """The variants ``policies`` name: a :data:`VARIANTS` name, another registered USCTEC-family
     policy (its plan on the design placement), a bound, the name of a family the simulator
     runs (:func:`sim_families`: ``"unified"`` with ``unified_options``, ``"hetero"`` with
     ``masters`` and ``hetero_options``, another with ``family_options[name]``), or a variant value.
     Names must be distinct; options given for a scheme not asked for are an error."""
     by_family = {"unified": unified_options, "hetero": hetero_options, **dict(family_options or {})}
-    out, seen = [], set()
-    v: Any
+    out: list[SimPolicy] = []
+    seen: set[str] = set()
+    v: SimPolicy
     for p in policies:
         if isinstance(p, Variant) or _family_variant(p):
             v = p
