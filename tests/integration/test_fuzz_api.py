@@ -88,9 +88,10 @@ def inputs(draw):
     return rng.integers(0, 9, shape).tolist()
 
 
-def _is_valid(kind, B) -> bool:
+def _is_valid(kind, B, A=None) -> bool:
     """What the contract accepts: a 1-D or 2-D array of COLS rows, with at least one column, of
-    integers in [0, p) (GF) or finite real numbers (reals)."""
+    integers in [0, p) (GF) or finite real numbers (reals) whose product with ``A`` does not
+    overflow float64 (that is refused by name: "the product overflows")."""
     try:
         arr = np.asarray(B)
     except Exception:
@@ -99,7 +100,10 @@ def _is_valid(kind, B) -> bool:
         return False
     if kind == "gf":  # the field's elements: integers in [0, p)
         return arr.dtype.kind in "iu" and bool(((arr >= 0) & (arr < P)).all())
-    return arr.dtype.kind in "iuf" and bool(np.isfinite(arr).all())
+    if not (arr.dtype.kind in "iuf" and bool(np.isfinite(arr).all())):
+        return False
+    with np.errstate(all="ignore"):
+        return A is None or bool(np.isfinite(np.asarray(A) @ arr.astype(np.float64)).all())
 
 
 @FUZZ
@@ -112,7 +116,7 @@ def test_any_input_gives_the_product_or_a_named_refusal(clusters, which, B, poli
         Y = c.multiply(B, policy=policy)
     except ElasticCodedError as exc:
         msg = str(exc)
-        assert not (valid_policy and _is_valid(which, B)), msg  # a good call was refused
+        assert not (valid_policy and _is_valid(which, B, A)), msg  # a good call was refused
         assert ("policy" in msg) if not valid_policy else ("B" in msg), msg
     else:
         assert valid_policy, f"policy {policy!r} was accepted"
