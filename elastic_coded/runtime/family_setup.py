@@ -19,14 +19,12 @@ import scipy.sparse as sp
 
 from ..algebra import sparse
 from ..algebra.lagrange import lagrange_code
-from ..algebra.mds import mds_code
 from ..errors import ArgumentError
 from ..families import family_of, resolve
-from ..schemes.policies import hetero as het
 from . import inputs
 
 __all__ = ["FamilySetup", "Loaded", "setup_of", "chunks", "matrix_of", "USCTEC_SETUP",
-           "UNIFIED_SETUP", "HETERO_SETUP"]
+           "load_matrix", "read_npz", "densify_message", "one_source", "matrix_inputs"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def chunks(A: np.ndarray, chunk_rows: int | None) -> tuple:
 
 # -- one matrix (usctec, unified) ------------------------------------------------------------------
 
-def _read_npz(path: str):
+def read_npz(path: str):
     if not os.path.exists(path):
         raise ArgumentError(f"A: no file at {path!r}")
     try:
@@ -134,9 +132,9 @@ def _load_sparse(F, A) -> Loaded:
     return Loaded(Ap, A.shape, order=order, weights=sparse.weights_of(Ap))
 
 
-def _load_matrix(F, A) -> Loaded:
+def load_matrix(F, A) -> Loaded:
     if isinstance(A, (str, os.PathLike)) and str(A).endswith(".npz"):
-        A = _read_npz(os.path.abspath(str(A)))
+        A = read_npz(os.path.abspath(str(A)))
     if sparse.is_sparse(A):
         return _load_sparse(F, A)
     if isinstance(A, (str, os.PathLike)):
@@ -158,12 +156,12 @@ def _load_matrix(F, A) -> Loaded:
     return Loaded(A, A.shape)
 
 
-def _one_source(loaded: Loaded, chunk_rows, codes) -> tuple:
+def one_source(loaded: Loaded, chunk_rows, codes) -> tuple:
     data = loaded.data
     return {"A": data if isinstance(data, tuple) else chunks(data, chunk_rows)}, ()
 
 
-def _matrix_inputs(F, loaded: Loaded, B):
+def matrix_inputs(F, loaded: Loaded, B):
     X, shape, cols = inputs.matrix_inputs(F, loaded.shape, B)
     if loaded.order is None:
         return X, shape, cols
@@ -177,18 +175,7 @@ def _in_order(Y: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dense_only(policy: str):
-    """The unified scheme's loader: it codes ``A`` itself, so a sparse ``A`` is refused."""
-    def load(F, A) -> Loaded:
-        if isinstance(A, (str, os.PathLike)) and str(A).endswith(".npz"):
-            A = _read_npz(os.path.abspath(str(A)))
-        if sparse.is_sparse(A):
-            raise ArgumentError(_densify_message(policy, "A", A))
-        return _load_matrix(F, A)
-    return load
-
-
-def _densify_message(policy: str, name: str, A) -> str:
+def densify_message(policy: str, name: str, A) -> str:
     m, n = A.shape[0], A.shape[-1]
     return (f"{name}: policy {policy!r} codes A itself (its coded storage is dense), so a "
             f"sparse {m} x {n} A would be stored dense: {m * n * 8 / 2**20:,.1f} MiB per "
@@ -220,71 +207,9 @@ def _usctec_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tu
     return ()
 
 
-def _unified_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
-    if specs:
-        from ..schemes.policies import unified as uni
-
-        uni.plan_storage(options, loaded.shape[0], [s.id for s in specs], None,
-                         options.N or options.q, F)
-    return ()
-
-
-# -- heterogeneous masters -------------------------------------------------------------------------
-
-def _load_masters(F, As) -> Loaded:
-    if isinstance(As, np.ndarray) and As.ndim == 2:
-        raise ArgumentError("A: policy 'hetero' needs a list of matrices, one per master, got one "
-                            "2-D array (wrap it in a list for a single master)")
-    try:
-        mats = list(As)
-    except TypeError:
-        raise ArgumentError(f"A: policy 'hetero' needs a list of 2-D matrices, got "
-                            f"{type(As).__name__}") from None
-    if not mats:
-        raise ArgumentError("A: policy 'hetero' needs at least one matrix (one per master)")
-    out = []
-    for m, A in enumerate(mats):
-        if sparse.is_sparse(A):
-            raise ArgumentError(_densify_message("hetero", f"A[{m}]", A))
-        arr = F.asarray(A, f"A[{m}]")
-        if arr.ndim != 2 or min(arr.shape) < 1:
-            raise ArgumentError(f"A[{m}]: must be a non-empty 2-D matrix, got shape {arr.shape}")
-        out.append(arr)
-    return Loaded(out, (sum(a.shape[0] for a in out), None), tuple(a.shape for a in out))
-
-
-def _hetero_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
-    """The masters' MDS codes (their capacities from the options)."""
-    n, M = len(specs), len(loaded.data)
-    if specs and n <= M:
-        raise ArgumentError(f"machines: {n} given; policy 'hetero' needs more machines than "
-                            f"masters ({M})")
-    rows = tuple(a.shape[0] for a in loaded.data)
-    caps = het.capacities(options, rows, getattr(F, "order", None))
-    return tuple(mds_code(F, caps[m], rows[m], seed=seed + m) for m in range(M))
-
-
-def _coded_masters(loaded: Loaded, chunk_rows, codes) -> tuple:
-    rows = tuple(a.shape[0] for a in loaded.data)
-    return ({het.source_name(m): chunks(code.encode(a), chunk_rows)
-             for m, (code, a) in enumerate(zip(codes, loaded.data))}, rows)
-
-
-def _master_inputs(F, loaded: Loaded, B):
-    return inputs.master_inputs(F, loaded.masters, B)
-
-
 _EX = "elastic_coded.runtime.executors."
 
 USCTEC_SETUP = FamilySetup(
-    "usctec", True, True, True, _load_matrix, _usctec_precheck, _one_source, _matrix_inputs,
+    "usctec", True, True, True, load_matrix, _usctec_precheck, one_source, matrix_inputs,
     "elastic_coded.runtime.verify_lagrange:LagrangeChecks",
     {"whole": _EX + "whole:run_whole", "pull": _EX + "pull:run_pull"})
-UNIFIED_SETUP = FamilySetup(
-    "unified", False, False, False, _dense_only("unified"), _unified_precheck, _one_source,
-    _matrix_inputs, "elastic_coded.runtime.verify_unified:UnifiedChecks",
-    {"unified": _EX + "unified:run_unified"})
-HETERO_SETUP = FamilySetup(
-    "hetero", False, False, False, _load_masters, _hetero_precheck, _coded_masters,
-    _master_inputs, "elastic_coded.runtime.verify_hetero:HeteroChecks",
-    {"hetero": _EX + "hetero:run_hetero"})

@@ -167,7 +167,7 @@ class StepReport:
     :attr:`estimated_error`, :attr:`relative_estimated_error` and :attr:`improved`."""
     full_plan: object = field(default=None, repr=False)
     """The plan itself (a :class:`~elastic_coded.schemes.plan.StepPlan`, a pull plan, a
-    :class:`~elastic_coded.schemes.policies.hetero.HeteroStepPlan` or the unified storage), kept
+    :class:`~elastic_coded.families.hetero.policy.HeteroStepPlan` or the unified storage), kept
     only with ``keep_plans=True`` (for debugging: a unified plan holds its generator matrix,
     megabytes); ``None`` otherwise."""
 

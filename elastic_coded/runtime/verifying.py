@@ -19,7 +19,8 @@ rows that were not caught, and checked in turn.  A piece that still lacks ``L`` 
 raises :class:`VerificationError` (naming the machines caught): never a wrong or partial product.
 Heterogeneous masters repair a wrong master from the coded rows that check (each against a
 sketch of the master's coded matrix).  The unified scheme repairs from the Map results its
-fastest servers kept, each checked against a sketch of the coded storage (:mod:`.verify_unified`).
+fastest servers kept, each checked against a sketch of the coded storage
+(:mod:`~elastic_coded.families.unified.verify`).
 
 **Exclusion.**  A machine caught in ``exclude_after`` steps (default
 :data:`~elastic_coded.churn.CAUGHT_LIMIT`, 2) is removed after the step (as a graceful departure:
@@ -31,7 +32,8 @@ bounds ``||Y - A B||_F`` (the pieces tile the product, so the per-piece bounds a
 to it); ``relative_error_bound`` divides it by ``||Y||_F``.  Heterogeneous masters: the same
 form with the Skeel condition of the coded rows decoded from, times ``k`` for the solve (an
 estimate, not a proof); unified: the same form with the largest solve condition of the
-Reduce's decodes (:mod:`.verify_unified`; an estimate above ``m = 64``).  Above a
+Reduce's decodes (:mod:`~elastic_coded.families.unified.verify`; an estimate above
+``m = 64``).  Above a
 ``tolerance`` it warns, or raises :class:`ToleranceExceeded` with ``strict=True``.
 
 **Verified bound** (real field).  ``error_bound`` assumes every result was computed honestly.  A

@@ -1,9 +1,10 @@
 """Storage families: what each scheme stores on the machines present, and its step plan.  Pure:
 no Ray.
 
-One small class per storage family, each a thin adapter over the scheme's pure functions
-(:mod:`elastic_coded.families.usctec`, :mod:`elastic_coded.schemes.policies.hetero`,
-:mod:`elastic_coded.schemes.policies.unified`), all answering the :class:`Family` protocol.  A
+One small class per storage family, each a thin adapter over the scheme's pure functions, all
+answering the :class:`Family` protocol: the USCTEC family's here (over
+:mod:`elastic_coded.families.usctec`), the other two in their family's folder
+(:mod:`elastic_coded.families.unified.store`, :mod:`elastic_coded.families.hetero.store`).  A
 family holds its storage (a placement, or the scheme's storage) and nothing else: every other
 input is an argument (the machines present with their budgets and speeds, :class:`Present`) or
 fixed when it is made (:class:`Setup`).  What a call changes is returned as data, a
@@ -17,8 +18,6 @@ Families are made by name through the family registry (:mod:`elastic_coded.famil
 
 from __future__ import annotations
 
-import functools
-import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -26,6 +25,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from ..errors import ArgumentError, PlanError
+from ..families.hetero.policy import Ranges
 from ..families.usctec import (
     SpeedModel,
     cyclic_placement,
@@ -36,20 +36,15 @@ from ..families.usctec import (
 )
 from ..machines import MachineSpec
 from .plan import Placement, StepPlan
-from .policies import hetero as het
-from .policies import unified as uni
 from .policies.pull import PullPlan
-from .policies.rules import hetero_needs_replan
 from .registry import get_policy, policy_of, step_code
 from .row_units import UnitsFamily, row_units
 from .wire import StepRequest
 
-__all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily",
-           "HeteroFamily", "UnifiedFamily", "make_usctec", "make_hetero", "make_unified",
-           "make_family"]
+__all__ = ["Present", "PutSource", "Change", "Setup", "Family", "UsctecFamily", "make_usctec",
+           "make_family", "no_rescue", "no_holders", "Spans"]
 
-log = logging.getLogger(__name__)
-_Spans = list[tuple[int, int, list[Hashable]]]   # rows (start, stop) and their holders
+Spans = list[tuple[int, int, list[Hashable]]]   # rows (start, stop) and their holders
 _Plan = StepPlan | PullPlan
 
 
@@ -94,7 +89,7 @@ class Change:
     anew (a re-encoding that replaced a design in force), else ``None``."""
 
     moves: Sequence[tuple[str, int, int, Any]] = ()   # made a tuple of tuples (Any: a machine)
-    shrink: Mapping[Hashable, Mapping[str, het.Ranges]] = field(default_factory=dict)
+    shrink: Mapping[Hashable, Mapping[str, Ranges]] = field(default_factory=dict)
     puts: tuple[PutSource, ...] = ()
     redesign: str | None = None
 
@@ -147,19 +142,19 @@ class Family(Protocol):
     def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change: ...
     def rescue(self, m: int, need: int, exclude: set[Any], machines: list[Hashable]) -> Change: ...
     def plan(self, policy: str, present: Present, S: int, request: StepRequest) -> Any: ...
-    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans: ...
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> Spans: ...
     def snapshot(self) -> Any: ...
     def restore(self, state: Any) -> None: ...
     def members(self) -> tuple[Any, ...]: ...   # machine ids (the runtime's: str)
     def state_key(self) -> object: ...
 
 
-def _no_rescue(name: str, m: int) -> PlanError:
+def no_rescue(name: str, m: int) -> PlanError:
     return PlanError(f"rescue: family {name!r} keeps no coded rows of master {m} to store "
                      f"afresh; only family 'hetero' rescues mid-step")
 
 
-def _no_holders(name: str) -> PlanError:
+def no_holders(name: str) -> PlanError:
     return PlanError(f"holders: family {name!r} keeps coded rows, not copies of rows of A; "
                      f"only family 'usctec' answers which machines hold rows")
 
@@ -238,7 +233,7 @@ class UsctecFamily:
         return Change([("A", a, b, m) for a, b, m in moved], shrink)
 
     def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]) -> Change:
-        raise _no_rescue(self.name, m)
+        raise no_rescue(self.name, m)
 
     def plan(self, policy: str, present: Present, S: int, request: StepRequest) -> _Plan:
         """The step's plan for its code (:func:`~elastic_coded.schemes.registry.step_code`:
@@ -254,173 +249,12 @@ class UsctecFamily:
             validate(base, self._placed)
         return plan
 
-    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
+    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> Spans:
         """Present holders of ``rows``, cut at block boundaries (:meth:`Placement.holders_of`)."""
         return self._placed.holders_of(rows, present)
 
     def state_key(self) -> Placement | None:
         return self.placement
-
-
-class HeteroFamily:
-    """Coded rows of every master (sources ``C{m}``), re-planned when the machines change."""
-
-    name = "hetero"
-    has_LS = False
-
-    def __init__(self, opts: het.HeteroOptions, L: Iterable[int], field_order: int | None,
-                 seed: int = 0):
-        self.opts, self.Lm, self.seed = opts, tuple(L), seed
-        self.caps = het.capacities(opts, self.Lm, field_order)
-        self._storage: het.HeteroStorage | None = None
-        self.explicit: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
-        self._fresh: set[Hashable] = set()
-
-    @property
-    def storage(self) -> het.HeteroStorage | None:
-        return self._storage
-
-    def sources(self) -> tuple[str, ...]:
-        return tuple(het.source_name(m) for m in range(len(self.Lm)))
-
-    def _replan(self, machines: tuple[Hashable, ...], speeds: Mapping[Hashable, float]) -> Change:
-        self._storage, moves, shrink = het.plan_storage(
-            self.opts, self.Lm, list(machines), {m: speeds[m] for m in machines},
-            self._storage, self.explicit, self.caps, seed=self.seed, fresh=self._fresh)
-        self._fresh = set()
-        return Change(moves, shrink)
-
-    def start(self, specs: list[MachineSpec]) -> Change:
-        ids = tuple(s.id for s in specs)
-        self.explicit = het.explicit_columns(self.opts, len(self.Lm), ids)
-        return Change(self._replan(ids, {s.id: s.speed for s in specs}).moves)
-
-    def join(self, spec: MachineSpec) -> Change:
-        self._fresh.add(spec.id)
-        return Change()  # stored at the next repair, with the plan that includes it
-
-    def snapshot(self) -> tuple[het.HeteroStorage | None, set[Hashable]]:
-        return (self._storage, set(self._fresh))
-
-    def members(self) -> tuple[Hashable, ...]:
-        return () if self._storage is None else self._storage.machines
-
-    def restore(self, state: tuple[het.HeteroStorage | None, Iterable[Hashable]]) -> None:
-        self._storage, self._fresh = state[0], set(state[1])
-
-    def forget(self, machine: Hashable) -> None:
-        pass
-
-    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
-        """Planned anew for the machines ``present`` and their speeds when they changed
-        (:func:`~elastic_coded.schemes.policies.rules.hetero_needs_replan`); ``S`` and
-        ``n_cols`` do not enter."""
-        if not hetero_needs_replan(self._storage, present.machines, self._fresh):
-            return Change()
-        return self._replan(present.machines, present.speeds)
-
-    def rescue(self, m: int, need: int, exclude: set[int], machines: list[Hashable]) -> Change:
-        """Fresh coded rows of master ``m`` on the first of ``machines`` (mid-step)."""
-        # the storage start() planned
-        self._storage, moves = het.rescue(cast(het.HeteroStorage, self._storage), m, need,
-                                          exclude, machines)
-        return Change(moves)
-
-    def plan(self, policy: str, present: Present, S: int, request: StepRequest
-             ) -> het.HeteroStepPlan:
-        st = cast(het.HeteroStorage, self._storage)   # the storage start() planned
-        het.check_decodable(st, present.machines)
-        rng = np.random.default_rng([self.seed, int(request.step)])
-        return het.step_plan(st, rng)
-
-    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
-        raise _no_holders(self.name)
-
-    def state_key(self) -> None:
-        return None  # plans are drawn per step
-
-
-class UnifiedFamily:
-    """Coded batches (source ``U{version}``), re-encoded when the code can no longer cover."""
-
-    name = "unified"
-    has_LS = False
-
-    def __init__(self, opts: uni.UnifiedOptions, num_rows: int, field: Any):
-        self.opts, self.q, self.F = opts, int(num_rows), field
-        self._storage: uni.UnifiedStorage | None = None
-        self.N = opts.N or opts.q
-
-    @property
-    def storage(self) -> uni.UnifiedStorage | None:
-        return self._storage
-
-    def sources(self) -> tuple[str, ...]:
-        return () if self._storage is None else (self._storage.source,)
-
-    def _redesign(self, machines: Iterable[Hashable], N: int) -> Change:
-        st, new = uni.plan_storage(self.opts, self.q, list(machines), self._storage, N, self.F)
-        if not new:
-            return Change()
-        old, self._storage = self._storage, st
-        if old is not None:
-            log.info("unified: re-encoded for K=%d (%s)", st.design.K, st.reason)
-        moves = [(st.source, a, b, mach) for mach, rs in uni.store_orders(st).items()
-                 for a, b in rs]
-        put = PutSource(st.source, functools.partial(uni.coded_matrix, st),
-                        drop=None if old is None else old.source,
-                        values_rows=sum(b - a for _, a, b, _ in moves))
-        return Change(moves, puts=(put,), redesign=None if old is None else st.reason)
-
-    def start(self, specs: list[MachineSpec]) -> Change:
-        return self._redesign([s.id for s in specs], self.N)
-
-    def join(self, spec: MachineSpec) -> Change:
-        """A machine joins: used at the next re-design; a re-used id of a server of the design in
-        force gets that server's rows again at once (the coded source put again first if the
-        runtime lost it, with a controller that died)."""
-        st = self._storage
-        if st is None or spec.id not in st.servers:
-            return Change()
-        put = PutSource(st.source, functools.partial(uni.coded_matrix, st), if_missing=True)
-        k = st.servers.index(spec.id)
-        return Change([(st.source, a, b, spec.id) for a, b in st.ranges_of(k)], puts=(put,))
-
-    def forget(self, machine: Hashable) -> None:
-        pass
-
-    def snapshot(self) -> uni.UnifiedStorage | None:
-        return self._storage
-
-    def members(self) -> tuple[Hashable, ...]:
-        return ()  # servers that left stay in the design: the Map waits for those present
-
-    def restore(self, state: uni.UnifiedStorage | None) -> None:
-        self._storage = state
-
-    def repair(self, present: Present, S: int, n_cols: int | None = None) -> Change:
-        """Designed anew for the machines ``present`` and ``n_cols`` inputs (``None``: the
-        options' ``N``) when the design in force no longer covers
-        (:func:`~elastic_coded.schemes.policies.unified.plan_storage`); ``S`` does not enter."""
-        return self._redesign(present.machines, self.N if n_cols is None else n_cols)
-
-    def rescue(self, m: int, need: int, exclude: set[int], machines: list[Hashable]) -> Change:
-        raise _no_rescue(self.name, m)
-
-    def plan(self, policy: str, present: Present, S: int, request: StepRequest
-             ) -> uni.UnifiedStorage:
-        st = cast(uni.UnifiedStorage, self._storage)   # the design start() made
-        live = st.live(present.machines)
-        if len(live) < st.q:
-            raise PlanError(f"machines: {len(live)} servers of the design are present, fewer "
-                            f"than q = {st.q}")
-        return st
-
-    def holders(self, rows: tuple[int, int], present: Iterable[Hashable]) -> _Spans:
-        raise _no_holders(self.name)
-
-    def state_key(self) -> None:
-        return None
 
 
 def make_usctec(s: Setup) -> Family:
@@ -432,14 +266,6 @@ def make_usctec(s: Setup) -> Family:
         raise ArgumentError(f"row_prefix: covers {units.num_rows} rows, A has {s.num_rows}")
     inner = UsctecFamily(units.num_units, s.L, s.S, s.field, s.seed, s.placement)
     return UnitsFamily(inner, units)
-
-
-def make_hetero(s: Setup) -> Family:
-    return HeteroFamily(s.options, s.masters, getattr(s.field, "order", None), s.seed)
-
-
-def make_unified(s: Setup) -> Family:
-    return UnifiedFamily(s.options, s.num_rows, s.field)
 
 
 def make_family(name: str, setup: Setup) -> Family:

@@ -33,17 +33,19 @@ Modules: :mod:`~elastic_coded.sim.models` (delays, speeds), :mod:`~elastic_coded
 seeded trace every policy shares), :mod:`~elastic_coded.sim.executor` (one USCTEC step in
 simulated time, the plan cache), :mod:`~elastic_coded.sim.pull` (one pull step),
 :mod:`~elastic_coded.sim.pulled` (the USCTEC family's steps, whole and pulled),
-:mod:`~elastic_coded.sim.cost` (the runtime's cost), :mod:`~elastic_coded.sim.unified` and
-:mod:`~elastic_coded.sim.hetero` (the other two schemes), :mod:`~elastic_coded.sim.variants`
+:mod:`~elastic_coded.sim.cost` (the runtime's cost),
+:mod:`~elastic_coded.families.unified.sim` and :mod:`~elastic_coded.families.hetero.sim` (the
+other two schemes, in their family's folder), :mod:`~elastic_coded.sim.variants`
 (the policies as values), :mod:`~elastic_coded.sim.results`, :mod:`~elastic_coded.sim.runner`
 (``simulate``).
 """
 
-from ..schemes.policies.hetero import HeteroOptions
-from ..schemes.policies.unified import UnifiedOptions
+from ..families.hetero.policy import HeteroOptions
+from ..families.hetero.sim import HeteroVariant, hetero_lower_bound, hetero_step
+from ..families.unified.policy import UnifiedOptions
+from ..families.unified.sim import UnifiedVariant, map_time
 from .cost import RuntimeCost
 from .executor import Speculation, StepOutcome, step_time, time_unit
-from .hetero import HeteroVariant, hetero_lower_bound, hetero_step
 from .models import (
                        Compose,
                        EqualSpeeds,
@@ -63,7 +65,6 @@ from .reference_step import step_time_reference
 from .results import SimResult, summarize_times
 from .runner import simulate
 from .trace import Trace, make_trace
-from .unified import UnifiedVariant, map_time
 from .variants import BOUNDS, VARIANTS, Variant, sim_families
 
 __all__ = [

@@ -11,8 +11,8 @@ one (the simulator names its placement per policy: ``usctec-cyclic``, ``cec``).
 
 ``options``: the policies' options as :class:`~elastic_coded.ElasticCluster` takes its
 policy's: a :class:`~elastic_coded.schemes.policies.pull.PullOptions`,
-:class:`~elastic_coded.schemes.policies.unified.UnifiedOptions` or
-:class:`~elastic_coded.schemes.policies.hetero.HeteroOptions` value, a sequence of them (one per
+:class:`~elastic_coded.families.unified.policy.UnifiedOptions` or
+:class:`~elastic_coded.families.hetero.policy.HeteroOptions` value, a sequence of them (one per
 kind, for several families side by side), or a mapping by family name.
 
 A setting given both ways (``run=`` and the flat ``time_scale=``, ``options=`` and
@@ -26,10 +26,10 @@ from dataclasses import fields
 from typing import Any
 
 from ..errors import ArgumentError
+from ..families.hetero.policy import HeteroOptions
+from ..families.unified.policy import UnifiedOptions
 from ..options import OptionError, RunOptions, group_of
-from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
-from ..schemes.policies.unified import UnifiedOptions
 
 __all__ = ["from_groups", "RUN_FIELDS", "OPTION_KINDS"]
 

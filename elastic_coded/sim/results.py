@@ -70,7 +70,7 @@ class SimResult:
     details: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     """``{name: {key: (steps,) array}}`` per scheme: unified ``K``, ``q``, ``live`` (servers of
     the design present), ``m`` (rows the design is padded to); hetero ``lower_bound``
-    (:func:`~elastic_coded.sim.hetero.hetero_lower_bound`), ``t_star``, ``topped_up``
+    (:func:`~elastic_coded.families.hetero.sim.hetero_lower_bound`), ``t_star``, ``topped_up``
     (masters), ``top_up_calls``, ``rescued_rows``."""
 
     def __repr__(self) -> str:

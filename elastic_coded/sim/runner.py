@@ -23,13 +23,14 @@ the designed placement (``design_placement``), except ``usctec-cyclic`` and ``ce
 the cyclic placement of coded elastic computing.
 
 **Unified** (``"unified"`` with ``unified_options``, or
-:class:`~elastic_coded.sim.unified.UnifiedVariant`): coded storage re-designed by the runtime's
-rule, the Map's drawn latencies, the fastest ``q`` (:mod:`elastic_coded.sim.unified`).
+:class:`~elastic_coded.families.unified.sim.UnifiedVariant`): coded storage re-designed by
+the runtime's rule, the Map's drawn latencies, the fastest ``q``
+(:mod:`elastic_coded.families.unified.sim`).
 
 **Heterogeneous masters** (``"hetero"`` with ``masters`` and ``hetero_options``, or
-:class:`~elastic_coded.sim.hetero.HeteroVariant`): per-master coded rows re-planned when the
-machines change, each master complete at ``L_m`` rows, top-ups after crashes
-(:mod:`elastic_coded.sim.hetero`).
+:class:`~elastic_coded.families.hetero.sim.HeteroVariant`): per-master coded rows re-planned
+when the machines change, each master complete at ``L_m`` rows, top-ups after crashes
+(:mod:`elastic_coded.families.hetero.sim`).
 
 Time units follow the runtime's pacing: the USCTEC family's ``time_scale`` is the seconds a
 speed-1 machine takes for all of ``A @ B``; unified and hetero pace by their latency models, in
@@ -61,6 +62,8 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..families import family_of
+from ..families.hetero.policy import HeteroOptions
+from ..families.unified.policy import UnifiedOptions
 from ..families.usctec import (
     SpeedModel,
     cyclic_placement,
@@ -70,9 +73,7 @@ from ..families.usctec import (
 )
 from ..options import RunOptions
 from ..schemes.plan import Placement
-from ..schemes.policies.hetero import HeteroOptions
 from ..schemes.policies.pull import PullOptions
-from ..schemes.policies.unified import UnifiedOptions
 from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
 from .executor import _PlacementIndex
@@ -180,8 +181,8 @@ class _Ctx:
     @property
     def lying_ids(self) -> tuple[str, ...]:
         """The ids of the machines returning wrong results (the unified and hetero families
-        find them by their checks and repair, see :mod:`~elastic_coded.sim.unified` and
-        :mod:`~elastic_coded.sim.hetero`)."""
+        find them by their checks and repair, see :mod:`~elastic_coded.families.unified.sim` and
+        :mod:`~elastic_coded.families.hetero.sim`)."""
         if self.lying is None:
             return ()
         return tuple(m for m, lies in zip(self.present, self.lying.tolist()) if lies)
@@ -238,12 +239,12 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     ``policies``: names (:data:`~elastic_coded.sim.variants.VARIANTS`, the bounds ``ideal`` and
     ``lower_bound``, ``"unified"``, ``"hetero"``) or variant values
     (:class:`~elastic_coded.sim.variants.Variant`,
-    :class:`~elastic_coded.sim.unified.UnifiedVariant`,
-    :class:`~elastic_coded.sim.hetero.HeteroVariant`, for several configurations side by
-    side).  ``unified_options``: the :class:`~elastic_coded.schemes.policies.unified.UnifiedOptions`
+    :class:`~elastic_coded.families.unified.sim.UnifiedVariant`,
+    :class:`~elastic_coded.families.hetero.sim.HeteroVariant`, for several configurations side by
+    side).  ``unified_options``: the :class:`~elastic_coded.families.unified.policy.UnifiedOptions`
     of ``"unified"`` (default ones); ``masters``: the row counts ``(L_1, ..., L_M)`` of
     ``"hetero"``'s masters (required with it) and ``hetero_options`` its
-    :class:`~elastic_coded.schemes.policies.hetero.HeteroOptions`.  ``L``, ``S``: the USCTEC
+    :class:`~elastic_coded.families.hetero.policy.HeteroOptions`.  ``L``, ``S``: the USCTEC
     family's code, and the floor ``L+S`` on the machines churn leaves (every family's).
 
     ``delays``/``speeds``: models from :mod:`elastic_coded.sim.models` (or an array of ``N``

@@ -1,7 +1,8 @@
 """The policies the simulator runs, as values: :class:`Variant` (a USCTEC-family plan function on a
 placement kind), the variants of the families the simulator runs by name (each family's
-:class:`~elastic_coded.families.SimModel`: :class:`~elastic_coded.sim.unified.UnifiedVariant`,
-:class:`~elastic_coded.sim.hetero.HeteroVariant`, ...), and the bounds.  Pure (no Ray)."""
+:class:`~elastic_coded.families.SimModel`:
+:class:`~elastic_coded.families.unified.sim.UnifiedVariant`,
+:class:`~elastic_coded.families.hetero.sim.HeteroVariant`, ...), and the bounds.  Pure (no Ray)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol, TypeGuard, cast
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..families import family_names, family_of
-from ..schemes.policies.hetero import HeteroOptions
-from ..schemes.policies.unified import UnifiedOptions
+from ..families.hetero.policy import HeteroOptions
+from ..families.unified.policy import UnifiedOptions
 from ..schemes.registry import REGISTRY, get_policy, policy_of
 from .executor import Speculation
 

@@ -8,8 +8,8 @@ import pytest
 
 from elastic_coded.algebra import field, relative_error
 from elastic_coded.churn import StepEvents
+from elastic_coded.families.hetero.policy import ASSIGNMENTS, source_name
 from elastic_coded.runtime import ElasticCluster
-from elastic_coded.schemes.policies.hetero import ASSIGNMENTS, source_name
 
 pytestmark = pytest.mark.ray
 

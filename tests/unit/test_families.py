@@ -7,19 +7,19 @@ import pytest
 from elastic_coded.algebra.fields import field
 from elastic_coded.errors import BudgetError, PlanError
 from elastic_coded.families import family_names
+from elastic_coded.families.hetero import policy as het
+from elastic_coded.families.hetero.store import HeteroFamily
+from elastic_coded.families.unified import policy as uni
+from elastic_coded.families.unified.store import UnifiedFamily
 from elastic_coded.machines import MachineSpec
 from elastic_coded.schemes.families import (
     Change,
-    HeteroFamily,
     Present,
     PutSource,
     Setup,
-    UnifiedFamily,
     UsctecFamily,
     make_family,
 )
-from elastic_coded.schemes.policies import hetero as het
-from elastic_coded.schemes.policies import unified as uni
 from elastic_coded.schemes.wire import StepRequest
 
 F = field("real")

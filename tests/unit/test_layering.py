@@ -12,7 +12,10 @@ PURE = ["elastic_coded", "elastic_coded.algebra", "elastic_coded.algebra.lagrang
         "elastic_coded.config", "elastic_coded.schemes.speeds", "elastic_coded.sim",
         "elastic_coded.jobs", "elastic_coded.cli", "elastic_coded.errors",
         "elastic_coded.schemes.families", "elastic_coded.families", "elastic_coded.runtime.members",
-        "elastic_coded.runtime.storage"]
+        "elastic_coded.runtime.storage", "elastic_coded.families.unified.policy",
+        "elastic_coded.families.unified.store", "elastic_coded.families.unified.sim",
+        "elastic_coded.families.hetero.policy", "elastic_coded.families.hetero.store",
+        "elastic_coded.families.hetero.sim"]
 
 
 @pytest.mark.parametrize("module", PURE)

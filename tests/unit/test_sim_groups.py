@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from elastic_coded.errors import ElasticCodedError
+from elastic_coded.families.unified.policy import UnifiedOptions
 from elastic_coded.options import OptionError, RunOptions
 from elastic_coded.schemes.policies.pull import PullOptions
-from elastic_coded.schemes.policies.unified import UnifiedOptions
 from elastic_coded.sim import IIDStragglers, simulate
 
 POLICIES = ("usctec", "usctec-pull", "dynamic")

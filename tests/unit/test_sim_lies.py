@@ -1,5 +1,5 @@
 """Lying machines in the simulator's unified and hetero families: detection after the decode,
-the repair calls the runtime makes (``runtime/verify_unified.py``, ``runtime/verify_hetero.py``)
+the repair calls the runtime makes (``families/unified/verify.py``, ``families/hetero/verify.py``)
 in simulated time, and the exclusion of a repeat liar (``CAUGHT_LIMIT``)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.churn import CAUGHT_LIMIT
-from elastic_coded.schemes.policies import hetero as het
-from elastic_coded.schemes.policies import unified as uni
+from elastic_coded.families.hetero import policy as het
+from elastic_coded.families.hetero.sim import HeteroRun, HeteroVariant, hetero_step
+from elastic_coded.families.unified import policy as uni
+from elastic_coded.families.unified.sim import UnifiedRun, UnifiedVariant
 from elastic_coded.sim import make_trace, simulate
-from elastic_coded.sim.hetero import HeteroRun, HeteroVariant, hetero_step
-from elastic_coded.sim.unified import UnifiedRun, UnifiedVariant
 
 MS4 = tuple(f"m{i}" for i in range(4))
 HALF = UnifiedVariant(options=uni.UnifiedOptions(mu="1/2", q=2))  # q mu = 1: no slack in Q

@@ -11,9 +11,9 @@ import pytest
 from elastic_coded.algebra.fields import field
 from elastic_coded.churn import ChurnScript, Join, RandomChurn, StepEvents
 from elastic_coded.families.hetero import HeteroProblem
+from elastic_coded.families.hetero import policy as het
 from elastic_coded.families.unified import latency_load
-from elastic_coded.schemes.policies import hetero as het
-from elastic_coded.schemes.policies import unified as uni
+from elastic_coded.families.unified import policy as uni
 from elastic_coded.schemes.policies.rules import (
     hetero_needs_replan,
     paced,

@@ -12,18 +12,18 @@ from hypothesis import strategies as hs
 
 from elastic_coded.algebra.fields import field as make_field
 from elastic_coded.errors import BudgetError, PlanError, ShortOfMachines, StepFailed
+from elastic_coded.families.hetero import policy as het
+from elastic_coded.families.hetero.store import HeteroFamily
+from elastic_coded.families.unified import policy as uni
+from elastic_coded.families.unified.store import UnifiedFamily
 from elastic_coded.machines import MachineSpec
 from elastic_coded.runtime.members import Members
 from elastic_coded.runtime.storage import Storage
 from elastic_coded.schemes.families import (
     Change,
-    HeteroFamily,
     PutSource,
-    UnifiedFamily,
     UsctecFamily,
 )
-from elastic_coded.schemes.policies import hetero as het
-from elastic_coded.schemes.policies import unified as uni
 from elastic_coded.schemes.policies.rules import assign_recovery
 from elastic_coded.schemes.wire import StepRequest, TaskSpec
 

@@ -240,9 +240,9 @@ def test_a_lie_of_1e_6_in_one_map_value_fails_the_check():
     1e-6 of its task's largest reaches the product, and the unified check with the step's
     condition rejects it (with the Reed-Solomon code's conditions, 1e17, it passed)."""
     from elastic_coded.algebra.verify import check
-    from elastic_coded.runtime.verify_unified import UnifiedChecks, UnifiedRun
+    from elastic_coded.families.unified.policy import UnifiedStorage
+    from elastic_coded.families.unified.verify import UnifiedChecks, UnifiedRun
     from elastic_coded.runtime.verifying import Verifier
-    from elastic_coded.schemes.policies.unified import UnifiedStorage
 
     rng = np.random.default_rng(0)
     A, X = rng.standard_normal((972, 48)), rng.standard_normal((48, 8))

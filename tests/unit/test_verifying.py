@@ -197,8 +197,8 @@ def test_simulator_costs_lies_and_excludes_a_repeat_liar():
 def _unified_run(R, A, X, K, mu, q, fastest):
     """An honest unified step in-process, and the :class:`UnifiedRun` the runtime records."""
     from elastic_coded.families.unified import run_in_process
-    from elastic_coded.runtime.verify_unified import UnifiedRun
-    from elastic_coded.schemes.policies.unified import UnifiedStorage
+    from elastic_coded.families.unified.policy import UnifiedStorage
+    from elastic_coded.families.unified.verify import UnifiedRun
 
     res = run_in_process(A, X, K, mu, q, R, fastest=fastest)
     st_ = UnifiedStorage(res.design, tuple(f"m{k}" for k in range(K)), 0, A.shape[0],
@@ -245,7 +245,7 @@ def test_unified_real_condition_does_not_grow_with_m():
     median of 6.5e7 at m = 240)."""
     import itertools
 
-    from elastic_coded.runtime.verify_unified import UnifiedChecks
+    from elastic_coded.families.unified.verify import UnifiedChecks
 
     R = field("real")
     rng = np.random.default_rng(1)

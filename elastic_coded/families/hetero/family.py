@@ -7,9 +7,9 @@ __all__ = ["HETERO"]
 
 HETERO = Family(
     "hetero",
-    storage="elastic_coded.schemes.families:make_hetero",
-    runtime="elastic_coded.runtime.family_setup:HETERO_SETUP",
-    options="elastic_coded.schemes.policies.hetero:HeteroOptions",
-    sim="elastic_coded.sim.hetero:SIM_MODEL",
+    storage="elastic_coded.families.hetero.store:make_hetero",
+    runtime="elastic_coded.families.hetero.runtime:HETERO_SETUP",
+    options="elastic_coded.families.hetero.policy:HeteroOptions",
+    sim="elastic_coded.families.hetero.sim:SIM_MODEL",
     masters=True,
 )

@@ -7,8 +7,8 @@ __all__ = ["UNIFIED"]
 
 UNIFIED = Family(
     "unified",
-    storage="elastic_coded.schemes.families:make_unified",
-    runtime="elastic_coded.runtime.family_setup:UNIFIED_SETUP",
-    options="elastic_coded.schemes.policies.unified:UnifiedOptions",
-    sim="elastic_coded.sim.unified:SIM_MODEL",
+    storage="elastic_coded.families.unified.store:make_unified",
+    runtime="elastic_coded.families.unified.runtime:UNIFIED_SETUP",
+    options="elastic_coded.families.unified.policy:UnifiedOptions",
+    sim="elastic_coded.families.unified.sim:SIM_MODEL",
 )

@@ -13,10 +13,10 @@ Each family's :class:`~..family_setup.FamilySetup` names its executors; each is 
 
 from __future__ import annotations
 
+from ...families.unified.executor import UnifiedCache
 from ...schemes.registry import policy_of
 from ..family_setup import setup_of
 from .common import Outcome
-from .unified import UnifiedCache
 
 __all__ = ["run_step", "Outcome", "UnifiedCache"]
 

@@ -17,10 +17,10 @@ from typing import Any
 from ...errors import ArgumentError
 from ...families import Family
 from ...families import family_of as _family
+from ...families.hetero.policy import HeteroOptions
+from ...families.unified.policy import UnifiedOptions
 from ..registry import REGISTRY, policy_of
-from .hetero import HeteroOptions
 from .pull import PullOptions
-from .unified import UnifiedOptions
 
 __all__ = ["policy_names", "family_of", "family_spec", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from ...errors import ArgumentError
+from ...families.hetero import policy as het
 from ..plan import PlanError
-from . import hetero as het
 
 if TYPE_CHECKING:
     import numpy.typing as npt

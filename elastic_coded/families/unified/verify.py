@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 import ray
 
-from ..algebra.lagrange import rounding_bound
-from ..algebra.verify import check, make_sketch
-from ..families import unified as uni
-from ..schemes.policies import unified as upol
-from ..schemes.wire import Call
-from .context import StepContext
-from .verify_common import StepState, fail, relative
+from ...algebra.lagrange import rounding_bound
+from ...algebra.verify import check, make_sketch
+from ...families.unified import policy as upol
+from ...runtime.context import StepContext
+from ...runtime.verify_common import StepState, fail, relative
+from ...schemes.wire import Call
+from .. import unified as uni
 
 __all__ = ["UnifiedRun", "UnifiedChecks"]
 

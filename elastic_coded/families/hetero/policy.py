@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError
-from ...families.hetero import (
+from ...schemes.plan import PlanError
+from ...schemes.wire import TaskSpec
+from . import (
     Assignment,
     HeteroProblem,
     exact_assignment,
@@ -40,8 +42,6 @@ from ...families.hetero import (
     unbalanced_coded_baseline,
     uncoded_baseline,
 )
-from ..plan import PlanError
-from ..wire import TaskSpec
 
 __all__ = ["ASSIGNMENTS", "HeteroOptions", "HeteroStorage", "HeteroStepPlan", "plan_storage",
            "step_plan", "source_name", "capacities", "rescue",

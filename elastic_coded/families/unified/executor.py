@@ -13,14 +13,14 @@ import numpy as np
 import ray
 
 from ...errors import InternalError, StepFailed
-from ...families.unified import check_shuffle_plan, latency_load, shuffle_plan
+from ...families.unified import policy as uni
+from ...families.unified.verify import UnifiedRun
+from ...runtime.context import StepContext
+from ...runtime.executors.common import Outcome, crash_at
+from ...runtime.gather import Gather, QuorumCollector
 from ...schemes.policies import rules
-from ...schemes.policies import unified as uni
 from ...schemes.wire import Call
-from ..context import StepContext
-from ..gather import Gather, QuorumCollector
-from ..verify_unified import UnifiedRun
-from .common import Outcome, crash_at
+from . import check_shuffle_plan, latency_load, shuffle_plan
 
 __all__ = ["run_unified", "UnifiedCache"]
 

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ...errors import ArgumentError
-from ...families.unified import (
+from ...schemes.plan import PlanError
+from ...schemes.wire import TaskSpec
+from . import (
     StorageDesign,
     as_mu,
     rows_multiple,
     sample_map_latencies,
     storage_design,
 )
-from ..plan import PlanError
-from ..wire import TaskSpec
 
 if TYPE_CHECKING:
     from ...algebra.fields import Field

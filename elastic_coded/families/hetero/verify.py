@@ -10,13 +10,13 @@ import math
 import numpy as np
 import ray
 
-from ..algebra.lagrange import rounding_bound
-from ..algebra.verify import check, make_sketch
-from ..schemes.policies import hetero as het
-from ..schemes.policies.collect import decode_mds
-from ..schemes.wire import Call, TaskSpec
-from .context import StepContext
-from .verify_common import StepState, fail, relative, runs
+from ...algebra.lagrange import rounding_bound
+from ...algebra.verify import check, make_sketch
+from ...families.hetero import policy as het
+from ...runtime.context import StepContext
+from ...runtime.verify_common import StepState, fail, relative, runs
+from ...schemes.policies.collect import decode_mds
+from ...schemes.wire import Call, TaskSpec
 
 __all__ = ["HeteroChecks"]
 

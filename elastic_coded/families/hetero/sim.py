@@ -1,11 +1,11 @@
 """Heterogeneous masters (MATH.md §3) in simulated time.  Pure: numpy and scipy (no Ray).
 
 The storage is kept the runtime's way (its ``HeteroKeeper``): planned for the first machines,
-then planned anew (:func:`~elastic_coded.schemes.policies.hetero.plan_storage`, joiners
+then planned anew (:func:`~elastic_coded.families.hetero.policy.plan_storage`, joiners
 ``fresh``) whenever :func:`~elastic_coded.schemes.policies.rules.hetero_needs_replan` says so,
 with the speed estimates the controller starts with.  A step, as the runtime's ``run_hetero``:
 
-* :func:`~elastic_coded.schemes.policies.hetero.step_plan` with the runtime's generator
+* :func:`~elastic_coded.families.hetero.policy.step_plan` with the runtime's generator
   ``default_rng([seed, step])`` says which master each machine serves and its model time
   ``pace``; a serving machine returns all its coded rows of that master at
   ``pace * time_scale * slowdown``.  As in the runtime, the model (``a``, ``u``) is built on the
@@ -15,14 +15,14 @@ with the speed estimates the controller starts with.  A step, as the runtime's `
 * Rows a master lacks are topped up (:func:`~elastic_coded.schemes.policies.rules.top_up`): at
   time 0 where the machines serving it hold fewer than ``L_m`` (a probabilistic draw), and when
   a crash is noticed; the usable machines are asked for rows not yet received or in flight, and
-  rows none of them holds are stored afresh (:func:`~elastic_coded.schemes.policies.hetero.rescue`,
+  rows none of them holds are stored afresh (:func:`~elastic_coded.families.hetero.policy.rescue`,
   kept in the storage as the runtime's keeper keeps it).  A top-up call of ``r`` rows takes
   :func:`~elastic_coded.schemes.policies.rules.top_up_time` times ``time_scale``.
 * A machine that crashes never returns anything; its death is noticed at ``crash_at`` of its
   first call's duration.  The storage is planned anew before the next step (the machines
   changed).  A rescue that finds no machine or no free coded row loses the step (``inf``), as
   the runtime raises.
-* Lies, as the runtime's verified step (``runtime/verify_hetero.py``, ``HeteroChecks.check``
+* Lies, as the runtime's verified step (``families/hetero/verify.py``, ``HeteroChecks.check``
   and ``_repair``): every master is checked once every master has completed (the step's end);
   master ``m`` fails when a lying machine's rows were among those it had received when it
   completed (its decode used ``L_m`` of them; that the wrong one was among them is taken as
@@ -32,7 +32,7 @@ with the speed estimates the controller starts with.  A step, as the runtime's `
   by machine, a liar's fail and the liar is caught; while fewer than ``L_m`` check, the machines
   not caught (in id order) are asked for rows of ``m`` they store that are not checked, failed
   or already asked, and when none holds any, fresh coded rows are stored on the first machine not
-  caught (:func:`~elastic_coded.schemes.policies.hetero.rescue`, at most twice per master).  The
+  caught (:func:`~elastic_coded.families.hetero.policy.rescue`, at most twice per master).  The
   driver waits for each call before the next; a call of ``r`` rows takes
   ``top_up_time * time_scale * slowdown`` (a top-up's model time; the runtime's emulation does
   not pace these calls, ``pace_s = 0``), a crashed machine's fails at once, a liar asked lies
@@ -54,16 +54,16 @@ from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 
-from ..errors import ArgumentError, ArgumentTypeError, InternalError
-from ..families import SimModel
-from ..schemes.plan import PlanError
-from ..schemes.policies import hetero as het
-from ..schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
+from ...errors import ArgumentError, ArgumentTypeError, InternalError
+from ...families.hetero import policy as het
+from ...schemes.plan import PlanError
+from ...schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
+from .. import SimModel
 
 if TYPE_CHECKING:
-    from .results import Record
-    from .runner import _Ctx, _Env
-    from .trace import Trace
+    from ...sim.results import Record
+    from ...sim.runner import _Ctx, _Env
+    from ...sim.trace import Trace
 
 __all__ = ["HeteroVariant", "HeteroRun", "HeteroStep", "HeteroOutcome", "HeteroSim", "SIM_MODEL",
            "hetero_step", "hetero_lower_bound"]

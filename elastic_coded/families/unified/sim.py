@@ -1,11 +1,11 @@
 """The unified coding framework (MATH.md §2) in simulated time.  Pure: numpy (no Ray).
 
 The storage is kept the runtime's way (its ``UnifiedKeeper``): designed for the first machines,
-then, before every step, :func:`~elastic_coded.schemes.policies.unified.plan_storage` for the
+then, before every step, :func:`~elastic_coded.families.unified.policy.plan_storage` for the
 machines present, which re-encodes and re-stores everything when fewer than ``q`` of the
 design's servers are left, when machines joined (``grow``), or when the step's inputs do not fit.
 A step's Map: the latencies of the design's ``K`` servers drawn by
-:func:`~elastic_coded.schemes.policies.unified.map_latencies` with the runtime's generator
+:func:`~elastic_coded.families.unified.policy.map_latencies` with the runtime's generator
 ``default_rng([seed, step])``; a live server ``k`` on machine ``n`` finishes at
 ``lat[k] * time_scale * slowdown[n] / speed[n]``
 (:func:`~elastic_coded.schemes.policies.rules.paced`), a server that crashes never does; the
@@ -18,7 +18,7 @@ same generator; the step time is then the failed attempt's plus the new Map's.  
 (``inf``) only when no design fits the machines left.  The step time is the Map's: the Shuffle
 and the Reduce are not timed (their communication load ``L(q)`` is the design's, MATH.md §2).
 
-Lies, as the runtime's verified step (``runtime/verify_unified.py``, ``UnifiedChecks.verify``
+Lies, as the runtime's verified step (``families/unified/verify.py``, ``UnifiedChecks.verify``
 and ``_repair``): a lying machine's Map result is wrong, and the product decoded by the Reduce
 fails the check only when a liar is among the fastest ``q`` (the servers whose Map results the
 Shuffle uses); a liar outside them costs nothing.  The check fails after the Reduce (untimed, so
@@ -49,18 +49,18 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..algebra.fields import field as make_field
-from ..errors import ArgumentError, ArgumentTypeError, InternalError
-from ..families import SimModel
-from ..families.unified import StorageDesign, decoding_rows
-from ..schemes.plan import PlanError
-from ..schemes.policies import unified as uni
-from ..schemes.policies.rules import paced, quorum_time
+from ...algebra.fields import field as make_field
+from ...errors import ArgumentError, ArgumentTypeError, InternalError
+from ...families.unified import policy as uni
+from ...schemes.plan import PlanError
+from ...schemes.policies.rules import paced, quorum_time
+from .. import SimModel
+from . import StorageDesign, decoding_rows
 
 if TYPE_CHECKING:
-    from .results import Record
-    from .runner import _Ctx, _Env
-    from .trace import Trace
+    from ...sim.results import Record
+    from ...sim.runner import _Ctx, _Env
+    from ...sim.trace import Trace
 
 __all__ = ["UnifiedVariant", "UnifiedRun", "UnifiedStep", "UnifiedSim", "SIM_MODEL", "map_time",
            "repair"]
