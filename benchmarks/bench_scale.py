@@ -246,8 +246,9 @@ def planner_ms(M: int, reps: int = 5, seed: int = 0) -> dict:
     costliest of them, ``all_modes_ms`` the three together (a first step, before any speed is
     known, or a prediction missed).  Median milliseconds."""
     from elastic_coded.algebra import field
+    from elastic_coded.families.usctec.store import UsctecFamily
     from elastic_coded.machines import MachineSpec
-    from elastic_coded.schemes.families import Present, UsctecFamily
+    from elastic_coded.schemes.families import Present
     from elastic_coded.schemes.wire import StepRequest
 
     rng = np.random.default_rng(seed)

@@ -42,8 +42,8 @@ def pytest_collection_modifyitems(items):
 def coded_layouts(monkeypatch):
     """Each coded pull step's ``(lag_s it was given, its queue)``, in order, as
     ``pull_step.layout`` makes them (the runtime's executor and the simulator both call it)."""
-    from elastic_coded.schemes.policies import pull as pl
-    from elastic_coded.schemes.policies import pull_step as ps
+    from elastic_coded.families.usctec import pull as pl
+    from elastic_coded.families.usctec import pull_step as ps
 
     seen, real = [], ps.layout
 
@@ -62,7 +62,7 @@ def queue_call_times(monkeypatch):
     """Each call a coded pull queue was told had finished, in order: ``(machine, its
     products, the time the queue was given for it)`` (the runtime's executor and the simulator
     both tell it through ``CodedQueue.finished``)."""
-    from elastic_coded.schemes.policies import pull as pl
+    from elastic_coded.families.usctec import pull as pl
 
     seen, real = [], pl.CodedQueue.finished
 

@@ -20,6 +20,7 @@ from ..algebra.fields import field as make_field
 from ..algebra.scaling import max_exponent
 from ..errors import ArgumentError, StepFailed
 from ..families import family_of as _family
+from ..families.usctec.executor_pull import history
 from ..machines import MachineSpec
 from ..options import split_flat
 from ..schemes.policies import family_of, parse_options
@@ -28,7 +29,6 @@ from . import membership as mem
 from .arguments import churn_script, code_of, controller_kwargs, machines_of, option_fields
 from .events import ChurnEvents
 from .executors import UnifiedCache, run_step
-from .executors.pull import history
 from .family_setup import FamilySetup, setup_of
 from .hosting import kill, per_process
 from .operator import ClusterOperator, check_transpose, start_transposed
@@ -47,7 +47,7 @@ class ElasticCluster:
     """A coded, elastic matrix on a Ray cluster, under any policy.
 
     ``policy``: ``"usctec-auto"`` (default: the USCTEC plan each step, run whole or pulled
-    in units with coded backups, see :mod:`elastic_coded.schemes.policies.pull`), ``"usctec"``
+    in units with coded backups, see :mod:`elastic_coded.families.usctec.pull`), ``"usctec"``
     (the whole plan at once), ``"usctec-pull"``, the baselines ``"dynamic"``,
     ``"proportional"``, ``"cyclic"``, ``"uncoded"`` and ``"speculative"`` (all need ``L`` and
     ``S``; options ``units``, ``chunks``, ``depth``, ``call_cost_s``), ``"unified"``

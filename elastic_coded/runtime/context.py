@@ -81,10 +81,11 @@ class StepContext:
     ``options``: the policy's typed options.  ``patience``: the decode condition above which
     a piece waits for better-conditioned results (:attr:`~.verifying.Verifier.patience`).
     ``codes``: the heterogeneous masters' MDS codes.  ``history``: ``usctec-auto``'s recent
-    steps of the policy, ``(observed, slowed)`` each (:func:`~.executors.pull.history`).
+    steps of the policy, ``(observed, slowed)`` each
+    (:func:`~elastic_coded.families.usctec.executor_pull.history`).
     ``pull_rate``: products per second per unit of speed measured by the last pull step at
     real speed; ``pull_lag``: the seconds the last coded pull step's calls took beyond their
-    work (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`).  ``unified``: the
+    work (:func:`~elastic_coded.families.usctec.pull_step.next_lag`).  ``unified``: the
     driver's cache of Shuffle plans and stored designs
     (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
     crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of the step,

@@ -18,12 +18,11 @@ import ray
 import scipy.sparse as sp
 
 from ..algebra import sparse
-from ..algebra.lagrange import lagrange_code
 from ..errors import ArgumentError
 from ..families import family_of, resolve
 from . import inputs
 
-__all__ = ["FamilySetup", "Loaded", "setup_of", "chunks", "matrix_of", "USCTEC_SETUP",
+__all__ = ["FamilySetup", "Loaded", "setup_of", "chunks", "matrix_of",
            "load_matrix", "read_npz", "densify_message", "one_source", "matrix_inputs"]
 
 
@@ -188,28 +187,3 @@ def sparse_bytes(A) -> int:
     """Bytes of a sparse matrix's CSR arrays (data, indices, row pointers)."""
     A = sp.csr_array(A)
     return int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes)
-
-
-def _usctec_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> tuple:
-    try:  # the field has the K + L points it needs
-        lagrange_code(F, L, S)
-    except ValueError as exc:
-        raise ArgumentError(
-               f"L, S: L={L}, S={S} need L+S+L = {2 * L + S} distinct points of the field (L+S "
-               f"coded positions, L to interpolate at), and {F.name} has only "
-               f"{getattr(F, 'order', '?')} elements; use a larger field, or smaller L and S "
-               f"({exc})") from None
-    need, n = (L if allow_lower_S else L + S), len(specs)
-    if specs and n < need:
-        raise ArgumentError(
-               f"machines: {n} given, fewer than {'L' if allow_lower_S else 'L+S'} = {need}" +
-               ("" if allow_lower_S else "; add machines, or pass allow_lower_S=True"))
-    return ()
-
-
-_EX = "elastic_coded.runtime.executors."
-
-USCTEC_SETUP = FamilySetup(
-    "usctec", True, True, True, load_matrix, _usctec_precheck, one_source, matrix_inputs,
-    "elastic_coded.runtime.verify_lagrange:LagrangeChecks",
-    {"whole": _EX + "whole:run_whole", "pull": _EX + "pull:run_pull"})

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShortOfMachines
-from ..schemes.policies.modes import choose_mode, next_mode
+from ..families.usctec.executor_pull import pull_pays
+from ..families.usctec.modes import choose_mode, next_mode
 from ..schemes.registry import policy_of, step_code
 from ..schemes.wire import StepRequest, result_of
-from .executors.pull import pull_pays
 from .report import summarize_plan
 from .tables import DriverTables
 
@@ -63,8 +63,9 @@ def choose_modes(setting: PlanSetting, policy: str, n_cols: int, speeds: dict, h
                  pull_rate: float | None, ahead: bool = False, S: int | None = None) -> tuple:
     """The execution a policy that chooses one each step (``usctec-auto``) will run, so the
     controller makes only its plan (``()``: every plan, before any speed is known).  ``hist``:
-    the policy's recent steps (:func:`~.executors.pull.history`); ``ahead``: the one expected
-    of the next step (:func:`~elastic_coded.schemes.policies.modes.next_mode`)."""
+    the policy's recent steps (:func:`~elastic_coded.families.usctec.executor_pull.history`);
+    ``ahead``: the one expected
+    of the next step (:func:`~elastic_coded.families.usctec.modes.next_mode`)."""
     if not policy_of(policy).modes or not speeds or not setting.takes_LS:
         return ()
     S = setting.S if S is None else S

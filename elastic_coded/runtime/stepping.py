@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from ..families.usctec.executor_pull import history
 from ..schemes.registry import policy_of
 from ..schemes.wire import StepMeasured
 from . import inputs
 from .context import ControllerClient, StepContext
 from .events import ChurnEvents, Membership
-from .executors.pull import history
 from .planning import PlanPipeline
 from .report import ReportLog, StepReport
 from .tables import DriverTables

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..families import Family
+    from ..families.usctec.pull import PullPlan
     from .plan import Placement, StepPlan
-    from .policies.pull import PullPlan
 
 __all__ = ["Policy", "REGISTRY", "register_policy", "unregister_policy", "policy_of",
            "added_policies",
@@ -68,9 +68,10 @@ def proportional_plan(placement: Placement, available: Iterable[Hashable],
 
 def usctec_pull_plan(placement: Placement, available: Iterable[Hashable],
                      speeds: npt.ArrayLike, L: int, S: int) -> PullPlan:
-    """USCTEC executed by pulling (the default, :mod:`.policies.pull`): the plan for ``(L, 0)``,
-    with ``S`` coded backups per piece computed by machines that would otherwise be idle."""
-    from .policies.pull import coded_pull_plan
+    """USCTEC executed by pulling (the default, :mod:`~elastic_coded.families.usctec.pull`): the
+    plan for ``(L, 0)``, with ``S`` coded backups per piece computed by machines that would
+    otherwise be idle."""
+    from ..families.usctec.pull import coded_pull_plan
 
     return coded_pull_plan(placement, available, speeds, L, S)
 
@@ -81,16 +82,16 @@ def usctec_auto_plan(placement: Placement, available: Iterable[Hashable],
     """The default: :func:`usctec_pull_plan` with the whole ``(L, S)`` and ``(1, 0)`` plans
     beside it, which the driver dispatches at once when the step is too short for pulling to
     pay or none straggles; ``modes`` makes only the plans of those executions."""
-    from .policies.pull import coded_pull_plan
+    from ..families.usctec.pull import coded_pull_plan
 
     return coded_pull_plan(placement, available, speeds, L, S, eager=True, modes=modes)
 
 
 def dynamic_plan(placement: Placement, available: Iterable[Hashable], speeds: npt.ArrayLike,
                  L: int, S: int) -> PullPlan:
-    """The hand-written baseline (:mod:`.policies.pull`): uncoded chunks pulled by the machines,
-    backup copies once none is left."""
-    from .policies.pull import dynamic_plan as plan
+    """The hand-written baseline (:mod:`~elastic_coded.families.usctec.pull`): uncoded chunks
+    pulled by the machines, backup copies once none is left."""
+    from ..families.usctec.pull import dynamic_plan as plan
 
     return plan(placement, available, speeds, 1, 0)
 
@@ -102,7 +103,8 @@ class Policy:
     ``family``: what the machines store (``usctec``, ``unified``, ``hetero``).  ``plan``: the
     plan function ``(placement, available, speeds, L, S) -> StepPlan`` (USCTEC family; ``None``
     for the other families, whose storage is their plan).  ``execution``: ``"whole"`` (the plan
-    dispatched at once) or ``"pull"`` (units pulled as machines free up, :mod:`.policies.pull`);
+    dispatched at once) or ``"pull"`` (units pulled as machines free up,
+    :mod:`~elastic_coded.families.usctec.pull`);
     the other families run their own executor (``"unified"``, ``"hetero"``).  ``speculation``:
     the multiple of the median task time after which a running task gets a backup copy
     (``None``: none).  ``uncoded``: the plan is the uncoded split (``L = 1, S = 0``).

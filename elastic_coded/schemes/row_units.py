@@ -31,8 +31,8 @@ from .plan import Group, Placement, RowBlock, StepPlan
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from ..families.usctec.pull import PullPlan
     from ..machines import MachineSpec
-    from .policies.pull import PullPlan
     from .wire import StepRequest
 
     # .families imports this module (and the import-cycle test counts type-only imports), so
@@ -182,7 +182,7 @@ def _step_rows(units: RowUnits, plan: StepPlan | None) -> StepPlan | None:
 
 def plan_rows(units: RowUnits, plan: object) -> StepPlan | PullPlan | None:
     """``plan`` (a :class:`StepPlan`, or a pull plan holding some) over rows of ``A``."""
-    from .policies.pull import PullPlan
+    from ..families.usctec.pull import PullPlan
 
     if isinstance(plan, StepPlan):
         return _step_rows(units, plan)

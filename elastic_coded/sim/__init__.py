@@ -8,8 +8,8 @@ models and the same churn scripts (:mod:`elastic_coded.churn`), in simulated tim
   ``repair_placement``/``extend_placement``; whole plans with recovery and backups by
   :mod:`elastic_coded.schemes.policies.rules`, the pull policies (``usctec-auto``,
   ``usctec-pull``, ``dynamic``) as event-driven schedules driven by the runtime's queues
-  (:mod:`~elastic_coded.sim.pull`), ``usctec-auto``'s execution chosen by the runtime's rule
-  (:mod:`elastic_coded.schemes.policies.pull_step`);
+  (:mod:`~elastic_coded.sim.pull`), ``usctec-auto``'s execution chosen by the
+  runtime's rule (:mod:`elastic_coded.families.usctec.pull_step`);
 * the unified coding framework (storage kept by ``policies.unified.plan_storage``, the Map's
   latencies by ``map_latencies``);
 * heterogeneous masters (storage kept by ``policies.hetero.plan_storage``, steps by

@@ -31,7 +31,7 @@ also pays what the Ray runtime pays around the computation:
 * ``scan_s`` per machine present on the driver at every event of a pull step (a result taken
   in, a wake-up): how the driver's cost per result grows with the machines (it waits on every
   call in flight; the loop asks only the machines that may get work,
-  :mod:`~elastic_coded.schemes.policies.asking`);
+  :mod:`~elastic_coded.families.usctec.asking`);
 * ``decide_s`` on the driver for every decision of a ``usctec-pull`` step's coded queue (a
   ``next_for`` asked, answered or not): its rules (steals, coded backups, naps) are Python the
   driver runs between results, measured by the runtime's pull steps (``report.extra``

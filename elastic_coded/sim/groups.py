@@ -10,7 +10,7 @@ rather than ignored: a ``time_scale`` of 0 (real speed: the simulator has no rea
 one (the simulator names its placement per policy: ``usctec-cyclic``, ``cec``).
 
 ``options``: the policies' options as :class:`~elastic_coded.ElasticCluster` takes its
-policy's: a :class:`~elastic_coded.schemes.policies.pull.PullOptions`,
+policy's: a :class:`~elastic_coded.families.usctec.pull.PullOptions`,
 :class:`~elastic_coded.families.unified.policy.UnifiedOptions` or
 :class:`~elastic_coded.families.hetero.policy.HeteroOptions` value, a sequence of them (one per
 kind, for several families side by side), or a mapping by family name.
@@ -28,8 +28,8 @@ from typing import Any
 from ..errors import ArgumentError
 from ..families.hetero.policy import HeteroOptions
 from ..families.unified.policy import UnifiedOptions
+from ..families.usctec.pull import PullOptions
 from ..options import OptionError, RunOptions, group_of
-from ..schemes.policies.pull import PullOptions
 
 __all__ = ["from_groups", "RUN_FIELDS", "OPTION_KINDS"]
 

@@ -2,16 +2,16 @@
 Pure: no Ray.
 
 The step is an event-driven schedule driven by the runtime's own queue
-(:class:`~elastic_coded.schemes.policies.pull.CodedQueue` or
-:class:`~elastic_coded.schemes.policies.pull.DynamicQueue`, laid out by
-:func:`~elastic_coded.schemes.policies.pull_step.layout`), told what the runtime's pull
-executor tells it (:mod:`elastic_coded.runtime.executors.pull`): which calls were sent,
+(:class:`~elastic_coded.families.usctec.pull.CodedQueue` or
+:class:`~elastic_coded.families.usctec.pull.DynamicQueue`, laid out by
+:func:`~elastic_coded.families.usctec.pull_step.layout`), told what the runtime's pull
+executor tells it (:mod:`elastic_coded.families.usctec.executor_pull`): which calls were sent,
 finished, cancelled and lost, and asked :meth:`next_for` for each machine with room at every
 event, machines in plan order.  A machine the queue calls resting (it would answer nothing) is
 left out until its rest ends, one of its calls ends or the queue wakes it, which changes no
 step (a test checks it against asking everyone) and keeps an event's cost independent of the
 machines idle; the runtime's loop fills the same way, through the same
-:class:`~elastic_coded.schemes.policies.asking.Asking`.
+:class:`~elastic_coded.families.usctec.asking.Asking`.
 
 * A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
   (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
@@ -24,7 +24,7 @@ machines idle; the runtime's loop fills the same way, through the same
   ``dynamic``), and the calls the queue then names (:meth:`decoded`) are cancelled: a call
   computing stops at once and frees its machine, one waiting is dropped.
 * While a machine has room and the queue is coded, the driver also wakes every
-  :func:`~elastic_coded.schemes.policies.pull_step.tick_of` seconds (a unit may have become
+  :func:`~elastic_coded.families.usctec.pull_step.tick_of` seconds (a unit may have become
   overdue, so a coded backup may start), counted from when the driver is free to wait (as
   the runtime's wait with a timeout: a result that arrived while the driver was busy is
   taken at once, and no wake-up is spent meanwhile).
@@ -66,10 +66,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from ..families.usctec import pull as pl
+from ..families.usctec import pull_step as ps
+from ..families.usctec.asking import Asking
 from ..schemes.plan import Placement
-from ..schemes.policies import pull as pl
-from ..schemes.policies import pull_step as ps
-from ..schemes.policies.asking import Asking
 from .agents import Agents
 from .cost import RuntimeCost, host_wait
 from .lagrange_lies import Decoded, LieRepair, repair
@@ -128,7 +128,7 @@ class PullOutcome:
     queue)."""
     lag_s: float = 0.0
     """The lag the next pull step allows every call
-    (:func:`~elastic_coded.schemes.policies.pull_step.next_lag`, as the runtime learns it)."""
+    (:func:`~elastic_coded.families.usctec.pull_step.next_lag`, as the runtime learns it)."""
     messages: int = 0
     """Two levels (``cost.group``): the agents' messages the driver took in."""
 
@@ -272,7 +272,7 @@ class _Run:
         self.asking.freed(m)
 
     def fill(self, now: float) -> None:
-        """The runtime's fill (:class:`~elastic_coded.schemes.policies.asking.Asking`): every
+        """The runtime's fill (:class:`~elastic_coded.families.usctec.asking.Asking`): every
         live machine with room that may get work, in plan order, asks the queue for calls
         until it has ``depth`` in flight or gets none; a machine without room is asked again
         once one of its calls ends."""

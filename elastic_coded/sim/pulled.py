@@ -4,11 +4,11 @@ whole (``usctec``, ``proportional``, ``cyclic``, ``uncoded``, ``speculative``) a
 runtime's cost when one is given.  Pure: no Ray.
 
 ``usctec-auto`` chooses each step's execution as the runtime's pull executor does
-(:func:`~elastic_coded.schemes.policies.pull_step.auto_mode`, from the last steps' history):
-``"pull"`` runs :func:`~elastic_coded.sim.pull.pull_step`; ``"eager"`` (the whole ``(L, S)``
-plan) and ``"lean"`` (the whole ``(1, 0)`` plan, with the step deadline's backups when
-``deadline`` is set) run as whole plans.  What the step saw of its stragglers
-(:func:`~elastic_coded.schemes.policies.pull_step.seen_slowed` over the speeds measured as the
+(:func:`~elastic_coded.families.usctec.pull_step.auto_mode`, from the last steps' history):
+``"pull"`` runs :func:`~elastic_coded.sim.pull.pull_step`; ``"eager"`` (the
+whole ``(L, S)`` plan) and ``"lean"`` (the whole ``(1, 0)`` plan, with the step deadline's
+backups when ``deadline`` is set) run as whole plans.  What the step saw of its stragglers
+(:func:`~elastic_coded.families.usctec.pull_step.seen_slowed` over the speeds measured as the
 runtime's gather measures them: returned calls, and upper bounds for calls given up) goes into
 the history the next step's choice reads (:func:`~.pull_step.history_entry`).
 
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
+from ..families.usctec import pull as pl
+from ..families.usctec import pull_step as ps
 from ..families.usctec import validate
 from ..schemes.plan import Placement, StepPlan
-from ..schemes.policies import pull as pl
-from ..schemes.policies import pull_step as ps
 from ..schemes.registry import policy_of
 from .cost import agents_of, dispatch_offsets, driver_finish, two_level_finish
 from .executor import Speculation, _Compiled, _execute
@@ -276,7 +276,7 @@ class WholeRun:
 
 
 class _PullCompiled:
-    """A :class:`~elastic_coded.schemes.policies.pull.PullPlan` and, for ``usctec-auto``, its
+    """A :class:`~elastic_coded.families.usctec.pull.PullPlan` and, for ``usctec-auto``, its
     whole plans compiled."""
 
     def __init__(self, plan: pl.PullPlan) -> None:

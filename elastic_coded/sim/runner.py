@@ -71,9 +71,9 @@ from ..families.usctec import (
     extend_placement,
     repair_placement,
 )
+from ..families.usctec.pull import PullOptions
 from ..options import RunOptions
 from ..schemes.plan import Placement
-from ..schemes.policies.pull import PullOptions
 from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
 from .executor import _PlacementIndex
@@ -268,7 +268,7 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
     ``uncoded``, ``usctec-auto``'s lean steps) still running that many times the median
     completed call's time gets a backup copy; ``None``: none (today's model; the deadline's
     coded backups on coded whole plans are not modelled).  ``pull_options``: the
-    :class:`~elastic_coded.schemes.policies.pull.PullOptions` of the pull policies (default
+    :class:`~elastic_coded.families.usctec.pull.PullOptions` of the pull policies (default
     ones).  The pull policies' rules compare times with seconds (a call's cost, a 5 ms
     wake-up): give ``time_scale`` in seconds when they run.  ``family_options``: by family
     name, the options of another registered family the simulator runs by name

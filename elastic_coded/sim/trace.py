@@ -12,8 +12,8 @@ return wrong results (each family pays for them its own way: every family's whol
 detect the wrong product after the decode when a liar's results were used and repair it with
 the runtime's repair calls, :mod:`~elastic_coded.sim.lagrange_lies`,
 :mod:`~elastic_coded.families.unified.sim`, :mod:`~elastic_coded.families.hetero.sim`; a
-USCTEC-family pull step likewise, over the positions it took in, :mod:`~elastic_coded.sim.pull`)
-and, once they lied in
+USCTEC-family pull step likewise, over the positions it took in,
+:mod:`~elastic_coded.sim.pull`) and, once they lied in
 :data:`~elastic_coded.churn.CAUGHT_LIMIT` steps, are excluded after the step (every lie is taken
 as caught, even one whose results no policy used; the runtime counts the steps a machine was
 caught in).  Two deliberate simplifications: a machine

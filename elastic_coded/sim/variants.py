@@ -18,8 +18,8 @@ from ..schemes.registry import REGISTRY, get_policy, policy_of
 from .executor import Speculation
 
 if TYPE_CHECKING:
+    from ..families.usctec.pull import PullPlan
     from ..schemes.plan import StepPlan
-    from ..schemes.policies.pull import PullPlan
 
 __all__ = ["Variant", "VARIANTS", "BOUNDS", "sim_families", "resolve_policies"]
 

@@ -14,12 +14,12 @@ import ray
 from elastic_coded.algebra import field
 from elastic_coded.churn import StepEvents
 from elastic_coded.families.usctec import cyclic_placement, plan_step
+from elastic_coded.families.usctec import pull as pl
+from elastic_coded.families.usctec.executor_pull import run_pull
+from elastic_coded.families.usctec.executor_whole import run_whole
 from elastic_coded.runtime.context import ControllerClient, StepContext
-from elastic_coded.runtime.executors.pull import run_pull
-from elastic_coded.runtime.executors.whole import run_whole
 from elastic_coded.runtime.hosting import HostPool, kill
 from elastic_coded.runtime.tables import DriverTables
-from elastic_coded.schemes.policies import pull as pl
 from elastic_coded.schemes.wire import PreparedStep, Reassignment
 
 pytestmark = pytest.mark.ray

@@ -86,7 +86,7 @@ def test_usctec_auto_modes(ray_session):
     """Short steps with stragglers run the whole (L, S) plan ("eager") once a straggler is
     seen; that plan cannot see stragglers, so a lean probe runs every PROBE_EVERY steps, and
     once it sees calm the redundancy goes ("lean", the (1, 0) plan); every mode is exact."""
-    from elastic_coded.schemes.policies.pull import PROBE_EVERY
+    from elastic_coded.families.usctec.pull import PROBE_EVERY
 
     rng = np.random.default_rng(11)
     A = F.random((48, 4), rng)
@@ -131,7 +131,7 @@ def test_usctec_auto_plans_only_the_execution_it_runs(ray_session):
 def test_each_pull_step_allows_the_lag_the_last_one_learnt(cl, coded_layouts):
     """The lag a coded pull step learns from its calls (``next_lag``) is what the next one's
     queue allows every call; the products stay exact."""
-    from elastic_coded.schemes.policies import pull_step as ps
+    from elastic_coded.families.usctec import pull_step as ps
 
     A, c = cl
     rng = np.random.default_rng(11)

@@ -1,12 +1,12 @@
 """The pull queues' rules as first written: every answer by a rescan of the whole state.  The
-tests drive :mod:`elastic_coded.schemes.policies.queues` (which keeps indexes instead) and
+tests drive :mod:`elastic_coded.families.usctec.queues` (which keeps indexes instead) and
 these side by side and ask that every answer be the same."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from elastic_coded.schemes.policies.queue_times import outrun_rate
+from elastic_coded.families.usctec.queue_times import outrun_rate
 
 
 @dataclass

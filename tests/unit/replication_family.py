@@ -108,7 +108,7 @@ class NoChecks:
 
 def runtime_setup():
     """The driver side: ``A`` loaded and put like the USCTEC family's, its own executor."""
-    from elastic_coded.runtime.family_setup import USCTEC_SETUP
+    from elastic_coded.families.usctec.runtime import USCTEC_SETUP
 
     return replace(USCTEC_SETUP, name=NAME, takes_LS=False, learns_speeds=False,
                    prefetches=False, precheck=lambda *args: (), checks=NoChecks,

@@ -1,11 +1,11 @@
-"""Which machines a pull driver asks (schemes/policies/asking.py), against a scripted queue: a
+"""Which machines a pull driver asks (families/usctec/asking.py), against a scripted queue: a
 resting machine is not asked until its nap ends, a call of it ends or the queue wakes it, and
 the machines asked get work in plan order.  (That this sends what asking everyone sends is
 checked through the simulator in test_queue_indexes.py.)"""
 
 import math
 
-from elastic_coded.schemes.policies.asking import Asking
+from elastic_coded.families.usctec.asking import Asking
 
 
 class _Queue:

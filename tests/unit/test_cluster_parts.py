@@ -350,8 +350,8 @@ def test_pull_history_reads_the_last_steps_of_the_policy_from_the_end():
     """``history`` equals its definition (the policy's steps with a report ``extra`` among the
     last ``16 window`` reports, the last ``window`` of them), read from a list and from a
     :class:`ReportLog` alike."""
-    from elastic_coded.runtime.executors.pull import history
-    from elastic_coded.schemes.policies.pull_step import history_entry
+    from elastic_coded.families.usctec.executor_pull import history
+    from elastic_coded.families.usctec.pull_step import history_entry
 
     rng = np.random.default_rng(5)
     pols, modes = ("usctec-auto", "usctec-pull", "dynamic"), ("pull", "eager", "lean", None)

@@ -11,13 +11,13 @@ from elastic_coded.families.hetero import policy as het
 from elastic_coded.families.hetero.store import HeteroFamily
 from elastic_coded.families.unified import policy as uni
 from elastic_coded.families.unified.store import UnifiedFamily
+from elastic_coded.families.usctec.store import UsctecFamily
 from elastic_coded.machines import MachineSpec
 from elastic_coded.schemes.families import (
     Change,
     Present,
     PutSource,
     Setup,
-    UsctecFamily,
     make_family,
 )
 from elastic_coded.schemes.wire import StepRequest

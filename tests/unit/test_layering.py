@@ -15,7 +15,10 @@ PURE = ["elastic_coded", "elastic_coded.algebra", "elastic_coded.algebra.lagrang
         "elastic_coded.runtime.storage", "elastic_coded.families.unified.policy",
         "elastic_coded.families.unified.store", "elastic_coded.families.unified.sim",
         "elastic_coded.families.hetero.policy", "elastic_coded.families.hetero.store",
-        "elastic_coded.families.hetero.sim"]
+        "elastic_coded.families.hetero.sim", "elastic_coded.families.usctec.pull",
+        "elastic_coded.families.usctec.pull_step", "elastic_coded.families.usctec.store",
+        "elastic_coded.sim.pulled", "elastic_coded.sim.pull",
+        "elastic_coded.sim.lagrange_lies"]
 
 
 @pytest.mark.parametrize("module", PURE)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.families.usctec import design_placement, validate
+from elastic_coded.families.usctec import pull as pl
 from elastic_coded.schemes.policies import parse_options
-from elastic_coded.schemes.policies import pull as pl
 
 
 def _placement(n, seed=0, rows=240, L=4, S=2, budget=1.0):
@@ -391,7 +391,7 @@ def test_a_resting_machine_is_woken_when_a_piece_it_stores_changes():
 
 def _quiet_is_earned(q, t, checks: list) -> None:
     """Every machine napping past its nap because no backup it could take would pay before a
-    bound (:meth:`~elastic_coded.schemes.policies.queues.CodedQueue._could_pay`) has no queue
+    bound (:meth:`~elastic_coded.families.usctec.queues.CodedQueue._could_pay`) has no queue
     to steal from, and, asked afresh at times up to that bound with nothing else changed (a
     copy of the queue, its nap taken away), gets nothing."""
     import copy
@@ -451,11 +451,11 @@ def test_machines_nap_past_their_nap_in_a_step_with_stragglers():
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), n=st.integers(1, 6), margin=st.sampled_from([0.0, 0.1, 0.5, 0.9]))
 def test_a_backup_does_not_pay_before_its_bound(data, n, margin):
-    """:func:`~elastic_coded.schemes.policies.queues.pays_no_sooner` against the rule itself:
+    """:func:`~elastic_coded.families.usctec.queues.pays_no_sooner` against the rule itself:
     expected finishes growing at any rates from 0 to 2 (an overdue call grows at 2) and never
     before the clock, the machine free from any time on, the gain checked at many instants
     before the bound."""
-    from elastic_coded.schemes.policies.queues import _kth_with, pays_no_sooner
+    from elastic_coded.families.usctec.queues import _kth_with, pays_no_sooner
 
     w, now = data.draw(st.floats(0.01, 5.0)), data.draw(st.floats(0.0, 5.0))
     # expected finishes are never before the clock (an overdue call is expected later)

@@ -1,4 +1,4 @@
-"""Two coded rules of the pull queue (:class:`~elastic_coded.schemes.policies.queues.CodedQueue`)
+"""Two coded rules of the pull queue (:class:`~elastic_coded.families.usctec.queues.CodedQueue`)
 for the end of a step with stragglers:
 
 * a piece whose every position is done or under way may still get a backup: a copy of the
@@ -14,7 +14,7 @@ import numpy as np
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
 from elastic_coded.families.usctec import cyclic_placement, plan_step
-from elastic_coded.schemes.policies import pull as pl
+from elastic_coded.families.usctec import pull as pl
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble, compute_task
 from elastic_coded.schemes.wire import TaskSpec

@@ -1,5 +1,5 @@
 """The coded pull queue's rate for a machine after its first call back in a step
-(:meth:`~elastic_coded.schemes.policies.queues.CodedQueue.finished`): what that call showed,
+(:meth:`~elastic_coded.families.usctec.queues.CodedQueue.finished`): what that call showed,
 not the mean with the rate the step was planned with (later calls are averaged in).  The plan's
 rate knows nothing of this step's slowdown, so a straggler 5x slow, averaged, was still expected
 at 1.7x after its first call and given calls three times too long."""
@@ -28,7 +28,7 @@ def test_a_stragglers_calls_after_its_first_carry_no_more_than_it_can_do_in_a_ca
     where the averaged rate gave it calls of twice that or more."""
     from test_pull import _coded, _simulate
 
-    from elastic_coded.schemes.policies import pull as pl
+    from elastic_coded.families.usctec import pull as pl
 
     L, S, n = 4, 2, 10
     speeds = {f"m{i}": float(s) for i, s in enumerate(np.linspace(1, 4, n))}

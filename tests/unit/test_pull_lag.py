@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.families.usctec import design_placement
-from elastic_coded.schemes.policies import pull as pl
-from elastic_coded.schemes.policies import pull_step as ps
+from elastic_coded.families.usctec import pull as pl
+from elastic_coded.families.usctec import pull_step as ps
 
 
 def test_next_lag_is_a_quantile_of_the_calls_lags_clipped_to_its_cap():

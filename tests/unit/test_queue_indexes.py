@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elastic_coded.families.usctec import design_placement
-from elastic_coded.schemes.policies import pull as pl
+from elastic_coded.families.usctec import pull as pl
 
 
 def _placement(n, seed, L, S):

@@ -10,10 +10,11 @@ from elastic_coded.algebra.fields import field
 from elastic_coded.algebra.sparse import balanced_order
 from elastic_coded.errors import PlanError
 from elastic_coded.families.usctec import validate
+from elastic_coded.families.usctec.pull import PullPlan
+from elastic_coded.families.usctec.store import UsctecFamily
 from elastic_coded.machines import MachineSpec
-from elastic_coded.schemes.families import Present, Setup, UsctecFamily, make_family
+from elastic_coded.schemes.families import Present, Setup, make_family
 from elastic_coded.schemes.plan import StepPlan
-from elastic_coded.schemes.policies.pull import PullPlan
 from elastic_coded.schemes.row_units import (
     MIN_CUTS,
     MIN_UNITS,

@@ -7,8 +7,8 @@ import pytest
 
 from elastic_coded.errors import ElasticCodedError
 from elastic_coded.families.unified.policy import UnifiedOptions
+from elastic_coded.families.usctec.pull import PullOptions
 from elastic_coded.options import OptionError, RunOptions
-from elastic_coded.schemes.policies.pull import PullOptions
 from elastic_coded.sim import IIDStragglers, simulate
 
 POLICIES = ("usctec", "usctec-pull", "dynamic")

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from elastic_coded.algebra import field
 from elastic_coded.algebra.lagrange import lagrange_code
-from elastic_coded.schemes.families import Present, UsctecFamily
-from elastic_coded.schemes.policies import pull as pl
-from elastic_coded.schemes.policies import pull_step as ps
+from elastic_coded.families.usctec import pull as pl
+from elastic_coded.families.usctec import pull_step as ps
+from elastic_coded.families.usctec.store import UsctecFamily
+from elastic_coded.schemes.families import Present
 from elastic_coded.schemes.policies.collect import LagrangeCollector
 from elastic_coded.schemes.reference import assemble
 from elastic_coded.schemes.registry import REGISTRY, step_code
@@ -174,8 +175,8 @@ def test_usctec_auto_chooses_as_the_runtime_does():
     the same plan, speeds and histories."""
     from types import SimpleNamespace
 
+    from elastic_coded.families.usctec.executor_pull import _mode
     from elastic_coded.runtime.context import StepContext
-    from elastic_coded.runtime.executors.pull import _mode
 
     fam, placement, speeds, _ = _case(12, 4, 2, 3, 240)
     ids = tuple(placement.machines)
@@ -276,7 +277,7 @@ def test_auto_goes_lean_when_no_one_straggles_and_pulls_when_they_do():
 def test_auto_plans_only_the_execution_it_runs(monkeypatch):
     """As the runtime's driver does, the simulator chooses ``usctec-auto``'s execution before
     its plan and asks for that plan alone; the step then runs it."""
-    from elastic_coded.schemes.policies import pull as pull_mod
+    from elastic_coded.families.usctec import pull as pull_mod
 
     asked, real = [], pull_mod.coded_pull_plan
 

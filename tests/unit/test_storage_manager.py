@@ -16,13 +16,13 @@ from elastic_coded.families.hetero import policy as het
 from elastic_coded.families.hetero.store import HeteroFamily
 from elastic_coded.families.unified import policy as uni
 from elastic_coded.families.unified.store import UnifiedFamily
+from elastic_coded.families.usctec.store import UsctecFamily
 from elastic_coded.machines import MachineSpec
 from elastic_coded.runtime.members import Members
 from elastic_coded.runtime.storage import Storage
 from elastic_coded.schemes.families import (
     Change,
     PutSource,
-    UsctecFamily,
 )
 from elastic_coded.schemes.policies.rules import assign_recovery
 from elastic_coded.schemes.wire import StepRequest, TaskSpec

@@ -10,13 +10,13 @@ import time
 
 import ray
 
-from ...families.hetero import policy as het
 from ...runtime.context import StepContext
 from ...runtime.executors.common import Outcome, crash_at
 from ...runtime.gather import Gather
 from ...schemes.policies import rules
 from ...schemes.policies.collect import MDSCollector
 from ...schemes.wire import Call, TaskSpec
+from . import policy as het
 
 __all__ = ["run_hetero"]
 

@@ -55,10 +55,10 @@ from typing import TYPE_CHECKING, ClassVar, cast
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, InternalError
-from ...families.hetero import policy as het
 from ...schemes.plan import PlanError
 from ...schemes.policies.rules import hetero_needs_replan, paced, top_up, top_up_time
 from .. import SimModel
+from . import policy as het
 
 if TYPE_CHECKING:
     from ...sim.results import Record

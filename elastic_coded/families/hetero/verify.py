@@ -12,11 +12,11 @@ import ray
 
 from ...algebra.lagrange import rounding_bound
 from ...algebra.verify import check, make_sketch
-from ...families.hetero import policy as het
 from ...runtime.context import StepContext
 from ...runtime.verify_common import StepState, fail, relative, runs
 from ...schemes.policies.collect import decode_mds
 from ...schemes.wire import Call, TaskSpec
+from . import policy as het
 
 __all__ = ["HeteroChecks"]
 

@@ -13,14 +13,14 @@ import numpy as np
 import ray
 
 from ...errors import InternalError, StepFailed
-from ...families.unified import policy as uni
-from ...families.unified.verify import UnifiedRun
 from ...runtime.context import StepContext
 from ...runtime.executors.common import Outcome, crash_at
 from ...runtime.gather import Gather, QuorumCollector
 from ...schemes.policies import rules
 from ...schemes.wire import Call
 from . import check_shuffle_plan, latency_load, shuffle_plan
+from . import policy as uni
+from .verify import UnifiedRun
 
 __all__ = ["run_unified", "UnifiedCache"]
 

@@ -51,11 +51,11 @@ import numpy as np
 
 from ...algebra.fields import field as make_field
 from ...errors import ArgumentError, ArgumentTypeError, InternalError
-from ...families.unified import policy as uni
 from ...schemes.plan import PlanError
 from ...schemes.policies.rules import paced, quorum_time
 from .. import SimModel
 from . import StorageDesign, decoding_rows
+from . import policy as uni
 
 if TYPE_CHECKING:
     from ...sim.results import Record

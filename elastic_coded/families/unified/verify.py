@@ -35,11 +35,11 @@ import ray
 
 from ...algebra.lagrange import rounding_bound
 from ...algebra.verify import check, make_sketch
-from ...families.unified import policy as upol
 from ...runtime.context import StepContext
 from ...runtime.verify_common import StepState, fail, relative
 from ...schemes.wire import Call
 from .. import unified as uni
+from . import policy as upol
 
 __all__ = ["UnifiedRun", "UnifiedChecks"]
 

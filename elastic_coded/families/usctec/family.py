@@ -7,9 +7,9 @@ __all__ = ["USCTEC"]
 
 USCTEC = Family(
     "usctec",
-    storage="elastic_coded.schemes.families:make_usctec",
-    runtime="elastic_coded.runtime.family_setup:USCTEC_SETUP",
-    options="elastic_coded.schemes.policies.pull:PullOptions",
+    storage="elastic_coded.families.usctec.store:make_usctec",
+    runtime="elastic_coded.families.usctec.runtime:USCTEC_SETUP",
+    options="elastic_coded.families.usctec.pull:PullOptions",
     executions=("whole", "pull"),
     plans=True,
     coded_LS=True,

@@ -1,12 +1,16 @@
-"""The step executors, one per :attr:`~elastic_coded.schemes.registry.Policy.execution`:
+"""Running a step by its executor, one per
+:attr:`~elastic_coded.schemes.registry.Policy.execution`, each in its family's folder:
 
-* ``whole`` (:mod:`.whole`): the USCTEC family's whole plan dispatched at once;
-* ``pull`` (:mod:`.pull`): units pulled as machines free up (``usctec-pull``, ``usctec-auto``,
-  ``dynamic``);
-* ``unified`` (:mod:`.unified`): Map, Shuffle and Reduce;
-* ``hetero`` (:mod:`.hetero`): every master decoded from its first coded rows.
+* ``whole`` (:mod:`elastic_coded.families.usctec.executor_whole`): the USCTEC family's whole
+  plan dispatched at once;
+* ``pull`` (:mod:`elastic_coded.families.usctec.executor_pull`): units pulled as machines free
+  up (``usctec-pull``, ``usctec-auto``, ``dynamic``);
+* ``unified`` (:mod:`elastic_coded.families.unified.executor`): Map, Shuffle and Reduce;
+* ``hetero`` (:mod:`elastic_coded.families.hetero.executor`): every master decoded from its
+  first coded rows.
 
-Each family's :class:`~..family_setup.FamilySetup` names its executors; each is a function
+What they share is :mod:`.common` (the :class:`Outcome`, crashes, encoded inputs).  Each
+family's :class:`~..family_setup.FamilySetup` names its executors; each is a function
 ``(ctx, X, events, prepared) -> (product, Outcome)`` over a frozen
 :class:`~..context.StepContext`: none imports the cluster.
 """

@@ -9,7 +9,7 @@ import numpy as np
 import ray
 
 from ...algebra.lagrange import lagrange_code
-from ...schemes.policies.pull_step import seen_slowed
+from ...families.usctec.pull_step import seen_slowed
 from ..gather import Gather
 
 __all__ = ["Outcome", "encode_inputs", "crash_at", "slowed", "units"]
@@ -36,7 +36,7 @@ class Outcome:
     """A pull step at real speed: the products per second per unit of speed it measured."""
     pull_lag: float | None = None
     """A pull step: the lag the next one allows every call
-    (:func:`~elastic_coded.schemes.policies.pull_step.lag_after`; ``None``: a whole plan's
+    (:func:`~elastic_coded.families.usctec.pull_step.lag_after`; ``None``: a whole plan's
     step, which leaves it as it was)."""
 
 
@@ -75,7 +75,7 @@ def encode_inputs(F, B: np.ndarray, L: int, S: int):
 def slowed(g: Gather, speeds: dict, total: int, scale: float, factor: float = 1 / 3,
            late: float = 0.8) -> tuple:
     """The step's stragglers as observed
-    (:func:`~elastic_coded.schemes.policies.pull_step.seen_slowed` on the gather's measured
+    (:func:`~elastic_coded.families.usctec.pull_step.seen_slowed` on the gather's measured
     speeds: each machine's speed in the step over its estimate, against the step's median).
     A whole ``(L, S)`` plan cancels its slowest calls about when the others finish, so it sees
     no one: :func:`~.pull.history` marks its steps blind."""

@@ -19,8 +19,8 @@ from ...families import Family
 from ...families import family_of as _family
 from ...families.hetero.policy import HeteroOptions
 from ...families.unified.policy import UnifiedOptions
+from ...families.usctec.pull import PullOptions
 from ..registry import REGISTRY, policy_of
-from .pull import PullOptions
 
 __all__ = ["policy_names", "family_of", "family_spec", "parse_options", "HeteroOptions",
            "PullOptions", "UnifiedOptions"]

@@ -1,6 +1,6 @@
 """The pull executor: ``usctec-pull``, ``usctec-auto`` (the default; it pulls on long steps
 with stragglers, otherwise it dispatches a whole plan, see :func:`_run_whole`) and the
-``dynamic`` baseline on the one runtime (rules: :mod:`elastic_coded.schemes.policies.pull`).
+``dynamic`` baseline on the one runtime (rules: :mod:`elastic_coded.families.usctec.pull`).
 
 Every machine keeps ``depth`` units in flight (the next waits on the machine while one
 computes); each result is filed into the
@@ -22,22 +22,22 @@ import ray
 
 from ...algebra.lagrange import code_width
 from ...errors import StepFailed
-from ...schemes.policies import pull as pl
-from ...schemes.policies import pull_step as ps
-from ...schemes.policies.asking import Asking
+from ...runtime.context import StepContext
+from ...runtime.drain import is_preempted
+from ...runtime.executors.common import Outcome, encode_inputs, slowed, units
+from ...runtime.gather import Gather, cancel
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
 from ...schemes.wire import Call, TaskSpec, result_of
-from ..context import StepContext
-from ..drain import is_preempted
-from ..gather import Gather, cancel
-from .common import Outcome, encode_inputs, slowed, units
-from .whole import run_whole
+from . import pull as pl
+from . import pull_step as ps
+from .asking import Asking
+from .executor_whole import run_whole
 
 __all__ = ["run_pull", "PullGather", "FINE", "history", "pull_pays"]
 
 FINE = ps.FINE
-"""Units per call of planned work (:data:`~elastic_coded.schemes.policies.pull_step.FINE`)."""
+"""Units per call of planned work (:data:`~elastic_coded.families.usctec.pull_step.FINE`)."""
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _per(ctx: StepContext, total: int) -> float:
 
 def _rates(ctx: StepContext, plan, total: int, speeds: dict) -> dict:
     """Products per second expected of each machine before it returns a unit
-    (:func:`~elastic_coded.schemes.policies.pull_step.unit_rates`)."""
+    (:func:`~elastic_coded.families.usctec.pull_step.unit_rates`)."""
     return ps.unit_rates(plan.available, speeds, _per(ctx, total))
 
 
@@ -106,7 +106,7 @@ def run_pull(ctx: StepContext, B: np.ndarray, ev, prep):
 
 def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:
     """``usctec-auto``: this step's execution when the driver did not choose it
-    (:func:`~elastic_coded.schemes.policies.pull_step.auto_mode`)."""
+    (:func:`~elastic_coded.families.usctec.pull_step.auto_mode`)."""
     total = units(ctx, plan.num_rows) * (r + (-r) % (plan.L * code_width(ctx.F, plan.L, plan.S)))
     return ps.auto_mode(plan, ctx.history, prep.speeds, total, _per(ctx, total), ctx.options)
 
@@ -114,7 +114,7 @@ def _mode(ctx: StepContext, plan: pl.PullPlan, prep, r: int) -> str:
 def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale: float,
               pull_rate, options) -> bool:
     """``usctec-auto``: whether a step of ``r`` input columns pulls
-    (:func:`~elastic_coded.schemes.policies.pull_step.pull_pays`, known before any plan is
+    (:func:`~elastic_coded.families.usctec.pull_step.pull_pays`, known before any plan is
     made, so the driver asks the controller only for the plan it will run)."""
     total = num_rows * (r + (-r) % (L * code_width(F, L, S)))
     per = total / time_scale if time_scale > 0 else (pull_rate or 1e8)
@@ -123,7 +123,7 @@ def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale
 
 def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
     """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
-    :func:`~elastic_coded.schemes.policies.modes.choose_mode`), for the step's context."""
+    :func:`~elastic_coded.families.usctec.modes.choose_mode`), for the step's context."""
     mine = []   # the last ``window`` of them, newest first: read from the end, not copied
     for i in range(len(reports) - 1, max(-1, len(reports) - 1 - 16 * window), -1):
         r = reports[i]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import ray
 
-from ..algebra.verify import check
-from ..schemes.wire import Call, TaskSpec
-from .context import StepContext
-from .executors.common import units
-from .verify_common import StepState, fail
+from ...algebra.verify import check
+from ...runtime.context import StepContext
+from ...runtime.executors.common import units
+from ...runtime.verify_common import StepState, fail
+from ...schemes.wire import Call, TaskSpec
 
 __all__ = ["LagrangeRepair"]
 

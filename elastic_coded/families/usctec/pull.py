@@ -1,6 +1,7 @@
 """Pull execution of a step: machines pull small *units* of work as they free up.  Pure: no Ray.
 
-Two policies run this way on the runtime (:mod:`elastic_coded.runtime.executors.pull` drives them):
+Two policies run this way on the runtime (:mod:`~elastic_coded.families.usctec.executor_pull`
+drives them):
 
 * ``usctec`` (the default): the controller's USCTEC plan for ``(L, 0)`` spreads each row group's
   ``L`` Lagrange positions over machines storing it, with loads in proportion to the speed
@@ -47,7 +48,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from ...errors import ArgumentError, PlanError
-from ..plan import Group, Piece, Placement, RowBlock, StepPlan, Task
+from ...schemes.plan import Group, Piece, Placement, RowBlock, StepPlan, Task
 from .modes import MODES, PROBE_EVERY, choose_mode, next_mode, prefer_pull  # noqa: F401
 from .queues import CodedQueue, DynamicQueue  # noqa: F401
 
@@ -255,7 +256,7 @@ def coded_pull_plan(placement: Placement, available: Iterable[Hashable], speeds:
     ``eager``: also the plan for ``(L, S)`` and the ``(1, 0)`` one (``usctec-auto``), checked
     against their constraints; ``modes`` (a subset of :data:`MODES`) makes only the plans of
     those executions (the driver asks for the one it will run)."""
-    from ...families.usctec import plan_step, validate
+    from . import plan_step, validate
 
     if modes is None:
         modes = MODES if eager else ("pull",)

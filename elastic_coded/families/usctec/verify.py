@@ -1,19 +1,19 @@
 """The USCTEC family's checks (:mod:`.verifying` describes the check, the repair and the
 bound): the product against the sketch of ``A``; a wrong one repaired piece by piece from
-results that check (:class:`~.verify_repair.LagrangeRepair`); a product whose estimated error
+results that check (:class:`~.repair.LagrangeRepair`); a product whose estimated error
 exceeds the tolerance decoded again, worst pieces first, from better-conditioned results."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..algebra.lagrange import rounding_bound
-from ..algebra.scaling import norm
-from ..algebra.verify import check, check_piece
-from ..schemes.reference import assemble
-from .context import StepContext
-from .verify_common import StepState, fail, padded, relative
-from .verify_repair import LagrangeRepair
+from ...algebra.lagrange import rounding_bound
+from ...algebra.scaling import norm
+from ...algebra.verify import check, check_piece
+from ...runtime.context import StepContext
+from ...runtime.verify_common import StepState, fail, padded, relative
+from ...schemes.reference import assemble
+from .repair import LagrangeRepair
 
 __all__ = ["LagrangeChecks"]
 

@@ -16,14 +16,14 @@ import time
 
 import numpy as np
 
+from ...runtime.context import StepContext
+from ...runtime.executors.common import Outcome, crash_at, encode_inputs, slowed, units
+from ...runtime.gather import Gather
 from ...schemes.policies import rules
 from ...schemes.policies.collect import LagrangeCollector
 from ...schemes.reference import assemble
 from ...schemes.registry import policy_of
 from ...schemes.wire import Call
-from ..context import StepContext
-from ..gather import Gather
-from .common import Outcome, crash_at, encode_inputs, slowed, units
 
 __all__ = ["run_whole"]
 

@@ -1,5 +1,5 @@
 """How one pull-policy step is laid out and which execution ``usctec-auto`` gives it: the
-decisions the runtime's pull executor (:mod:`elastic_coded.runtime.executors.pull`) and the
+decisions the runtime's pull executor (:mod:`elastic_coded.families.usctec.executor_pull`) and the
 simulator (:mod:`elastic_coded.sim.pull`) both make, written once.  Pure: no Ray.
 
 * :func:`unit_rates`, :func:`expected_seconds`: what a step is expected to take;
@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..plan import Placement
+from ...schemes.plan import Placement
 from . import pull as pl
 
 __all__ = ["FINE", "unit_rates", "expected_seconds", "layout", "pull_pays", "auto_mode",
