@@ -10,8 +10,11 @@ executions its policies may run, its simulator model (:class:`SimModel`) and its
 Ray starts, the object-store sources, the step's inputs, the verifier's checks and the
 executors).  Each of those may be given as the object itself or as ``"module:attribute"``,
 imported when first asked for, so that this registry never imports Ray.  Each built-in scheme
-has its folder here (``usctec/``, ``unified/``, ``hetero/``): its pure code and, in
-``family.py``, its :class:`Family` value.
+has its folder here (``usctec/``, ``unified/``, ``hetero/``): its math, its policies, its
+storage as the runtime keeps it (``store.py``), its simulator model where the simulator has one
+of its own (``sim.py``), in ``family.py`` its :class:`Family` value, and its driver side, the
+only modules of the folder that import Ray (``runtime.py``, ``executor*.py``, ``verify.py``,
+``repair.py``).
 """
 
 from __future__ import annotations

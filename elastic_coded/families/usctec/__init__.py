@@ -7,7 +7,11 @@ Submodules: ``_load`` (water-filling and filling), ``_placement`` (cyclic, fille
 placements; expected time), ``_fractional`` (atoms and the per-step LP), ``_rounding`` (the exact
 integer optimum and its layout), ``_plan`` (``plan_step``), ``_validate`` (constraints
 (9b)-(9f)), ``_repair`` (storage repair and joiners), ``_milp`` (the integer optimum by a MILP, a
-yardstick for tests and benchmarks).
+yardstick for tests and benchmarks).  Imported by name, not by this package: ``pull`` (the pull
+policies, over ``queues``, ``queue_base``, ``dynamic_queue``, ``queue_times``, ``asking``,
+``modes`` and ``pull_step``), ``store`` (the storage as the runtime keeps it), and the driver
+side, which imports Ray: ``runtime`` (the setup), ``executor_whole``, ``executor_pull``,
+``verify`` and ``repair``.
 
 Rounding (how a fractional plan becomes integer rows): ``plan_step`` returns the *integer
 optimum* ``c_int`` over whole rows, found by parametric max-flow, and
