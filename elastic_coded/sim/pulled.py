@@ -107,10 +107,12 @@ class _Env(Protocol):
 class _Storage(Protocol):
     """One placement kind's storage (:class:`~.runner._Storage`)."""
 
-    placement: Placement
     version: int
 
+    @property
+    def placement(self) -> Placement: ...
     def index(self) -> _PlacementIndex: ...
+
 
 MODES = {"pull": 0, "eager": 1, "lean": 2, "whole": 3}
 """How a step ran, as recorded in ``SimResult.details[name]["mode"]``."""

@@ -56,7 +56,7 @@ import math
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -64,15 +64,11 @@ from ..errors import ArgumentError, ArgumentTypeError
 from ..families import family_of
 from ..families.hetero.policy import HeteroOptions
 from ..families.unified.policy import UnifiedOptions
-from ..families.usctec import (
-    SpeedModel,
-    cyclic_placement,
-    design_placement,
-    extend_placement,
-    repair_placement,
-)
 from ..families.usctec.pull import PullOptions
+from ..families.usctec.store import UsctecFamily
+from ..machines import MachineSpec
 from ..options import RunOptions
+from ..schemes.families import Present
 from ..schemes.plan import Placement
 from ..schemes.registry import ideal_time
 from .cost import RuntimeCost
@@ -104,13 +100,19 @@ RunGroup = RunOptions | Mapping[str, Any]
 
 
 class _Storage:
-    """One placement kind's storage, kept the runtime's way as membership changes."""
+    """One placement kind's storage, kept by the runtime's own storage family
+    (:class:`~elastic_coded.families.usctec.store.UsctecFamily`) as membership changes."""
 
-    def __init__(self, placement: Placement) -> None:
-        self.placement = placement
+    def __init__(self, family: UsctecFamily, specs: list[MachineSpec]) -> None:
+        self.family = family
+        family.start(specs)
         self.version = 0
         self.member = -1  # membership index the placement was last brought up to date for
         self._index: _PlacementIndex | None = None
+
+    @property
+    def placement(self) -> Placement:
+        return cast(Placement, self.family.placement)   # start() made one
 
     def index(self) -> _PlacementIndex:
         if self._index is None:
@@ -118,17 +120,17 @@ class _Storage:
         return self._index
 
     def update(self, trace: Trace, t: int, L: int, S: int) -> int:
-        """Bring the placement up to date for step ``t``; returns the rows copied."""
+        """Bring the placement up to date for step ``t``, as the controller's storage manager
+        does (joins, then a repair for the machines present); returns the rows copied."""
         present = trace.present(t)
         moved = 0
         for j in trace.joined[t]:
-            self.placement, mv = extend_placement(self.placement, j.id, j.storage)
-            moved += sum(b - a for a, b, _ in mv)
+            moved += self.family.join(MachineSpec(j.id, 1.0, j.storage)).rows
         if set(self.placement.machines) != set(present):
             budgets: dict[Hashable, float] = {m: float(trace.storage[s])
                                               for m, s in zip(present, trace.slots(t))}
-            self.placement, mv = repair_placement(self.placement, present, L, S, budgets)
-            moved += sum(b - a for a, b, _ in mv)
+            speeds: dict[Hashable, float] = dict.fromkeys(present, 1.0)   # not read by a repair
+            moved += self.family.repair(Present(tuple(present), budgets, speeds), S).rows
         self.version += 1
         self.member = int(trace.member_of[t])
         self._index = None
@@ -401,14 +403,11 @@ def _placements(variants: Sequence[SimPolicy], trace: Trace, q: int, configured:
     budgets0 = [float(b) for b in trace.storage[:N0]]
     stores: dict[str, _Storage] = {}
     kinds = {v.placement for v in variants if isinstance(v, Variant)}
-    if "cyclic" in kinds:
-        stores["cyclic"] = _Storage(cyclic_placement(
-            q, ids0, L, S, budgets=None if all(b >= 1 for b in budgets0) else budgets0))
-    if "design" in kinds:
-        model = SpeedModel(tuple(float(x) for x in configured[:N0]), straggle_prob=0.1,
-                           straggle_factor=5.0)
-        stores["design"] = _Storage(design_placement(q, ids0, budgets0, model, L, S,
-                                                     samples=design_samples, seed=env.seed))
+    specs = [MachineSpec(m, float(x), b) for m, x, b in zip(ids0, configured[:N0], budgets0)]
+    for kind in ("cyclic", "design"):
+        if kind in kinds:
+            stores[kind] = _Storage(UsctecFamily(q, L, S, None, env.seed, kind,
+                                                 design_samples=design_samples), specs)
     return stores
 
 

@@ -101,6 +101,41 @@ def test_usctec_repair_raises_BudgetError_when_the_budgets_cannot_hold_L_plus_S(
     assert fam.placement.min_replication() >= 3
 
 
+def test_usctec_repair_shrinks_exactly_the_machines_left_with_fewer_rows_than_they_hold():
+    """The repair's ``shrink`` (rows counted for all machines in one pass over the blocks), over
+    seeded random budgets, leavers and codes: every machine it names keeps what the placement
+    now gives it and stores fewer rows than it held plus the rows sent to it; every other
+    machine present stores exactly those."""
+    rng, shrunk = np.random.default_rng(0), 0
+    for trial in range(600):
+        n, L, S = int(rng.integers(5, 10)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        st = [float(rng.choice([0.4, 0.5, 0.6, 0.75, 1.0])) for _ in range(n)]
+        specs = [MachineSpec(f"m{i}", 1.0 + i, st[i]) for i in range(n)]
+        kind = str(rng.choice(["design", "cyclic"]))
+        fam = UsctecFamily(60, L, S, F, seed=trial, placement_kind=kind, design_samples=2)
+        gone = {f"m{i}" for i in rng.choice(n, int(rng.integers(1, 3)), replace=False)}
+        budgets = {s.id: s.storage * float(rng.choice([1.0, 1.0, 0.5])) for s in specs
+                   if s.id not in gone}
+        try:
+            fam.start(specs)
+            for m in gone:
+                fam.forget(m)
+            held = {m: fam.placement.stored_rows(m) for m in budgets}
+            ch = fam.repair(Present(tuple(budgets), budgets, dict.fromkeys(budgets, 1.0)), S)
+        except BudgetError:
+            continue
+        for m in budgets:
+            now = fam.placement.stored_rows(m)
+            sent = sum(b - a for _, a, b, mm in ch.moves if mm == m)
+            if m in ch.shrink:
+                assert now < held[m] + sent
+                assert list(ch.shrink[m]["A"]) == fam.placement.rows_of(m)
+            else:
+                assert now == held[m] + sent
+        shrunk += bool(ch.shrink)
+    assert shrunk >= 3   # the case the shrink is for is met
+
+
 def test_usctec_join_gives_the_joiner_rows_within_its_budget():
     specs = _specs(4)
     fam = UsctecFamily(20, 1, 1, F, placement_kind="cyclic")

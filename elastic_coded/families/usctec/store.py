@@ -40,9 +40,9 @@ class UsctecFamily:
     pure_repair = True
 
     def __init__(self, num_rows: int, L: int, S: int, field: Any, seed: int = 0,
-                 placement_kind: str = "design"):
+                 placement_kind: str = "design", design_samples: int = 16):
         self.q, self.L, self.S, self.F, self.seed = int(num_rows), int(L), int(S), field, seed
-        self.kind = placement_kind
+        self.kind, self.samples = placement_kind, int(design_samples)
         self.placement: Placement | None = None
 
     @property
@@ -68,7 +68,7 @@ class UsctecFamily:
             model = SpeedModel(tuple(s.speed for s in specs), straggle_prob=0.1,
                                straggle_factor=5.0)
             self.placement = design_placement(self.q, ids, budgets, model, self.L, self.S,
-                                              samples=16, seed=self.seed)
+                                              samples=self.samples, seed=self.seed)
         return Change([("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)])
 
     def join(self, spec: MachineSpec) -> Change:
@@ -96,13 +96,14 @@ class UsctecFamily:
         whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
         ids = list(present.machines)
         budgets = {m: present.budgets[m] for m in ids}
-        before = {m: self._placed.stored_rows(m) for m in ids}
+        before = _stored(self._placed)
         self.placement, moved = repair_placement(self._placed, ids, self.L, S, budgets)
         got: dict[Hashable, int] = {}
         for a, b, m in moved:
             got[m] = got.get(m, 0) + b - a
+        after = _stored(self.placement)
         shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in ids
-                  if self.placement.stored_rows(m) < before[m] + got.get(m, 0)}
+                  if after.get(m, 0) < before.get(m, 0) + got.get(m, 0)}
         return Change([("A", a, b, m) for a, b, m in moved], shrink)
 
     def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]) -> Change:
@@ -128,6 +129,16 @@ class UsctecFamily:
 
     def state_key(self) -> Placement | None:
         return self.placement
+
+
+def _stored(placement: Placement) -> dict[Hashable, int]:
+    """Rows each machine stores (:meth:`Placement.stored_rows` of every holder, in one pass
+    over the blocks rather than one per machine)."""
+    out: dict[Hashable, int] = {}
+    for b in placement.blocks:
+        for h in b.holders:
+            out[h] = out.get(h, 0) + b.size
+    return out
 
 
 def make_usctec(s: Setup) -> Family:
