@@ -101,6 +101,15 @@ def test_usctec_repair_raises_BudgetError_when_the_budgets_cannot_hold_L_plus_S(
     assert fam.placement.min_replication() >= 3
 
 
+@pytest.mark.parametrize("kind", ["design", "cyclic"])
+def test_usctec_start_sends_every_machine_exactly_the_rows_its_placement_gives_it(kind):
+    specs = _specs(9, storage=0.45)
+    fam = UsctecFamily(200, 2, 1, F, seed=2, placement_kind=kind, design_samples=2)
+    ch = fam.start(specs)
+    assert list(ch.moves) == [("A", a, b, s.id) for s in specs
+                              for a, b in fam.placement.rows_of(s.id)]
+
+
 def test_usctec_repair_shrinks_exactly_the_machines_left_with_fewer_rows_than_they_hold():
     """The repair's ``shrink`` (rows counted for all machines in one pass over the blocks), over
     seeded random budgets, leavers and codes: every machine it names keeps what the placement

@@ -69,7 +69,8 @@ class UsctecFamily:
                                straggle_factor=5.0)
             self.placement = design_placement(self.q, ids, budgets, model, self.L, self.S,
                                               samples=self.samples, seed=self.seed)
-        return Change([("A", a, b, m) for m in ids for a, b in self.placement.rows_of(m)])
+        ranges = _ranges(self.placement)
+        return Change([("A", a, b, m) for m in ids for a, b in ranges.get(m, ())])
 
     def join(self, spec: MachineSpec) -> Change:
         self.placement, moved = extend_placement(self._placed, spec.id, spec.storage)
@@ -138,6 +139,15 @@ def _stored(placement: Placement) -> dict[Hashable, int]:
     for b in placement.blocks:
         for h in b.holders:
             out[h] = out.get(h, 0) + b.size
+    return out
+
+
+def _ranges(placement: Placement) -> dict[Hashable, list[tuple[int, int]]]:
+    """Every holder's row ranges (:meth:`Placement.rows_of` of each, in one pass)."""
+    out: dict[Hashable, list[tuple[int, int]]] = {}
+    for b in placement.blocks:
+        for h in b.holders:
+            out.setdefault(h, []).append((b.start, b.stop))
     return out
 
 
