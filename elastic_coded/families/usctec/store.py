@@ -97,12 +97,12 @@ class UsctecFamily:
         whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
         ids = list(present.machines)
         budgets = {m: present.budgets[m] for m in ids}
-        before = _stored(self._placed)
+        before = _stored_rows(self._placed)
         self.placement, moved = repair_placement(self._placed, ids, self.L, S, budgets)
         got: dict[Hashable, int] = {}
         for a, b, m in moved:
             got[m] = got.get(m, 0) + b - a
-        after = _stored(self.placement)
+        after = _stored_rows(self.placement)
         shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in ids
                   if after.get(m, 0) < before.get(m, 0) + got.get(m, 0)}
         return Change([("A", a, b, m) for a, b, m in moved], shrink)
@@ -132,16 +132,6 @@ class UsctecFamily:
         return self.placement
 
 
-def _stored(placement: Placement) -> dict[Hashable, int]:
-    """Rows each machine stores (:meth:`Placement.stored_rows` of every holder, in one pass
-    over the blocks rather than one per machine)."""
-    out: dict[Hashable, int] = {}
-    for b in placement.blocks:
-        for h in b.holders:
-            out[h] = out.get(h, 0) + b.size
-    return out
-
-
 def _ranges(placement: Placement) -> dict[Hashable, list[tuple[int, int]]]:
     """Every holder's row ranges (:meth:`Placement.rows_of` of each, in one pass)."""
     out: dict[Hashable, list[tuple[int, int]]] = {}
@@ -149,6 +139,11 @@ def _ranges(placement: Placement) -> dict[Hashable, list[tuple[int, int]]]:
         for h in b.holders:
             out.setdefault(h, []).append((b.start, b.stop))
     return out
+
+
+def _stored_rows(placement: Placement) -> dict[Hashable, int]:
+    """Rows each holder stores (:meth:`Placement.stored_rows` of each, in one pass)."""
+    return {m: sum(b - a for a, b in rs) for m, rs in _ranges(placement).items()}
 
 
 def make_usctec(s: Setup) -> Family:
