@@ -14,7 +14,7 @@ has its folder here (``usctec/``, ``unified/``, ``hetero/``): its math, its poli
 storage as the runtime keeps it (``store.py``), its simulator model where the simulator has one
 of its own (``sim.py``), in ``family.py`` its :class:`Family` value, and its driver side, the
 only modules of the folder that import Ray (``runtime.py``, ``executor*.py``, ``verify.py``,
-``repair.py``).
+``verify_repair.py``).
 """
 
 from __future__ import annotations

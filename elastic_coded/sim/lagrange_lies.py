@@ -1,7 +1,7 @@
 """What a lie costs a USCTEC-family whole-plan step: detection after the decode, the repair
 calls, the liars caught.  Pure: numpy.
 
-The runtime (``families/usctec/verify.py``, ``families/usctec/repair.py``) decodes each piece
+The runtime (``families/usctec/verify.py``, ``families/usctec/verify_repair.py``) decodes each piece
 from the first ``L`` results of its ``L+S`` positions, liars' included, and checks the product
 against the sketch of ``A`` once every piece has decoded.  A lie costs nothing unless a liar's
 result was among those a piece decoded from.  Otherwise the product fails its check at the

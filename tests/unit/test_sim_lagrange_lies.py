@@ -1,6 +1,6 @@
 """What a lie costs a USCTEC-family whole-plan step in the simulator
 (``sim/lagrange_lies.py``): detection after the decode, repair calls as the runtime's
-``families/usctec/repair.py`` makes them, the liars caught."""
+``families/usctec/verify_repair.py`` makes them, the liars caught."""
 
 import math
 

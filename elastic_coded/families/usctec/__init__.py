@@ -11,7 +11,7 @@ yardstick for tests and benchmarks).  Imported by name, not by this package: ``p
 policies, over ``queues``, ``queue_base``, ``dynamic_queue``, ``queue_times``, ``asking``,
 ``modes`` and ``pull_step``), ``store`` (the storage as the runtime keeps it), and the driver
 side, which imports Ray: ``runtime`` (the setup), ``executor_whole``, ``executor_pull``,
-``verify`` and ``repair``.
+``verify`` and ``verify_repair``.
 
 Rounding (how a fractional plan becomes integer rows): ``plan_step`` returns the *integer
 optimum* ``c_int`` over whole rows, found by parametric max-flow, and

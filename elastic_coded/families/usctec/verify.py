@@ -13,7 +13,7 @@ from ...algebra.verify import check, check_piece
 from ...runtime.context import StepContext
 from ...runtime.verify_common import StepState, fail, padded, relative
 from ...schemes.reference import assemble
-from .repair import LagrangeRepair
+from .verify_repair import LagrangeRepair
 
 __all__ = ["LagrangeChecks"]
 
