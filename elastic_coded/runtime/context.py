@@ -87,9 +87,9 @@ class StepContext:
     real speed; ``pull_lag``: the seconds the last coded pull step's calls took beyond their
     work (:func:`~elastic_coded.families.usctec.pull_step.next_lag`).  ``unified``: the
     driver's cache of Shuffle plans and stored designs
-    (:class:`~.executors.unified.UnifiedCache`).  ``crashed``: machines the step's events
-    crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of the step,
-    chosen by the driver before it asked for the plan (``None``: chosen from the plan).
+    (:class:`~elastic_coded.families.unified.executor.UnifiedCache`).  ``crashed``: machines the
+    step's events crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of
+    the step, chosen by the driver before it asked for the plan (``None``: chosen from the plan).
     ``weights``: what a row range of ``A`` costs per column
     (:class:`~elastic_coded.algebra.sparse.RowWeights`; ``None``: its rows), so that a sparse
     ``A``'s products and emulated times count its nonzeros."""
