@@ -100,6 +100,32 @@ def _filled_candidates(num_rows: int, ms: tuple[Hashable, ...], e: npt.NDArray[n
     return out
 
 
+def _wrapped(num_rows: int, ms: tuple[Hashable, ...], e: npt.NDArray[np.float64],
+             K: int) -> list[Placement]:
+    """Every row on ``K`` machines within the budgets in whole rows, whenever they hold ``K``
+    copies (``[]`` when not): McNaughton's wrap-around rule.  The machines' whole-row budgets
+    (at most ``num_rows`` each, the last ones cut so they sum to ``K * num_rows``) are laid end
+    to end on ``K * num_rows`` slots, and row ``r`` is held by the owners of slots ``r``,
+    ``r + num_rows``, ...; a run of at most ``num_rows`` slots holds a row once at most."""
+    left, runs = K * num_rows, []   # (first slot, slots) of each machine
+    for i, cap in enumerate(np.minimum(np.floor(e * num_rows + 1e-9), num_rows).astype(int)):
+        take = min(int(cap), left)
+        runs.append((K * num_rows - left, take, i))
+        left -= take
+    if left:
+        return []
+    starts = [a for a, _, _ in runs]
+    owner = [i for _, _, i in runs]
+    cuts = sorted({0, num_rows} | {a % num_rows for a, c, _ in runs if c}
+                  | {(a + c) % num_rows for a, c, _ in runs if c})
+    blocks = []
+    for a, b in zip(cuts, cuts[1:]):
+        holders = [ms[owner[int(np.searchsorted(starts, a + j * num_rows, "right")) - 1]]
+                   for j in range(K)]
+        blocks.append(RowBlock(a, b, _sorted_holders(holders)))
+    return [Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))]
+
+
 def design_placement(num_rows: int, machines: int | Iterable[Hashable], budgets: npt.ArrayLike,
                      speed_model: SpeedModel | npt.ArrayLike, L: int, S: int,
                      samples: int = 64, seed: int = 0, mixes: Sequence[float] = (0.0, 0.5, 1.0),
@@ -124,6 +150,8 @@ def design_placement(num_rows: int, machines: int | Iterable[Hashable], budgets:
         pass
     candidates += _filled_candidates(num_rows, ms, e, draws.mean(axis=0), K, mixes,
                                      max_extra_replication)
+    if not candidates:   # budgets too tight for the fillings' rounding: whole rows, wrapped
+        candidates += _wrapped(num_rows, ms, e, K)
     if not candidates:
         raise BudgetError("budgets: no placement fits these budgets")
     scores = [_mean_c(p, draws, L, S) for p in candidates]
