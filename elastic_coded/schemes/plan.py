@@ -62,6 +62,22 @@ class Placement:
     def stored_rows(self, machine: MachineId) -> int:
         return sum(b.size for b in self.blocks if machine in b.holders)
 
+    def ranges_by_machine(self) -> dict[MachineId, list[tuple[int, int]]]:
+        """:meth:`rows_of` of every holder, in one pass over the blocks."""
+        out: dict[MachineId, list[tuple[int, int]]] = {}
+        for b in self.blocks:
+            for h in b.holders:
+                out.setdefault(h, []).append((b.start, b.stop))
+        return out
+
+    def rows_by_machine(self) -> dict[MachineId, int]:
+        """:meth:`stored_rows` of every holder, in one pass over the blocks."""
+        out: dict[MachineId, int] = {}
+        for b in self.blocks:
+            for h in b.holders:
+                out[h] = out.get(h, 0) + b.size
+        return out
+
     def min_replication(self) -> int:
         return min((len(b.holders) for b in self.blocks), default=0)
 

@@ -119,7 +119,7 @@ class _Storage:
             self._index = _PlacementIndex(self.placement)
         return self._index
 
-    def update(self, trace: Trace, t: int, L: int, S: int) -> int:
+    def update(self, trace: Trace, t: int, S: int) -> int:
         """Bring the placement up to date for step ``t``, as the controller's storage manager
         does (joins, then a repair for the machines present); returns the rows copied."""
         present = trace.present(t)
@@ -332,7 +332,7 @@ def simulate(N: int | None = None, steps: int | None = None, *, L: int, S: int,
         for kind, st in stores.items():
             if st.member != ctx.m_idx:
                 t1 = time.perf_counter()
-                ctx.moved[kind] = st.update(trace, t, L, S)
+                ctx.moved[kind] = st.update(trace, t, S)
                 rec.storage_s[kind][t] = time.perf_counter() - t1
         for r in runners:
             r.step(ctx, rec)

@@ -64,12 +64,9 @@ def filled_placement(num_rows: int, machines: int | Iterable[Hashable], shares: 
         blocks.append(RowBlock(start, start + size, _sorted_holders(ms[i] for i in U)))
         start += size
     pl = Placement(num_rows, ms, tuple(float(x) for x in e), _merge_blocks(blocks))
-    stored = dict.fromkeys(ms, 0)
-    for b in pl.blocks:
-        for m in b.holders:
-            stored[m] += b.size
+    stored = pl.rows_by_machine()
     for i, m in enumerate(ms):
-        if stored[m] > math.floor(e[i] * num_rows + 1e-9):
+        if stored.get(m, 0) > math.floor(e[i] * num_rows + 1e-9):
             raise BudgetError(f"budgets: machine {m!r} would store {stored[m]} rows, "
                              f"above its budget e = {e[i]:.6g}")
     return pl

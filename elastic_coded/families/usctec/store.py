@@ -69,7 +69,7 @@ class UsctecFamily:
                                straggle_factor=5.0)
             self.placement = design_placement(self.q, ids, budgets, model, self.L, self.S,
                                               samples=self.samples, seed=self.seed)
-        ranges = _ranges(self.placement)
+        ranges = self.placement.ranges_by_machine()
         return Change([("A", a, b, m) for m in ids for a, b in ranges.get(m, ())])
 
     def join(self, spec: MachineSpec) -> Change:
@@ -97,14 +97,13 @@ class UsctecFamily:
         whose rows the repair moved elsewhere keeps only its new ranges (``shrink``)."""
         ids = list(present.machines)
         budgets = {m: present.budgets[m] for m in ids}
-        before = _stored_rows(self._placed)
+        whole = self._placed.rows_by_machine()   # becomes: what each would hold, kept whole
         self.placement, moved = repair_placement(self._placed, ids, self.L, S, budgets)
-        got: dict[Hashable, int] = {}
         for a, b, m in moved:
-            got[m] = got.get(m, 0) + b - a
-        after = _stored_rows(self.placement)
-        shrink = {m: {"A": tuple(self.placement.rows_of(m))} for m in ids
-                  if after.get(m, 0) < before.get(m, 0) + got.get(m, 0)}
+            whole[m] = whole.get(m, 0) + b - a
+        now = self.placement.ranges_by_machine()
+        shrink = {m: {"A": tuple(now.get(m, ()))} for m in ids
+                  if sum(b - a for a, b in now.get(m, ())) < whole.get(m, 0)}
         return Change([("A", a, b, m) for a, b, m in moved], shrink)
 
     def rescue(self, m: int, need: int, exclude: set[Hashable], machines: list[Hashable]) -> Change:
@@ -130,20 +129,6 @@ class UsctecFamily:
 
     def state_key(self) -> Placement | None:
         return self.placement
-
-
-def _ranges(placement: Placement) -> dict[Hashable, list[tuple[int, int]]]:
-    """Every holder's row ranges (:meth:`Placement.rows_of` of each, in one pass)."""
-    out: dict[Hashable, list[tuple[int, int]]] = {}
-    for b in placement.blocks:
-        for h in b.holders:
-            out.setdefault(h, []).append((b.start, b.stop))
-    return out
-
-
-def _stored_rows(placement: Placement) -> dict[Hashable, int]:
-    """Rows each holder stores (:meth:`Placement.stored_rows` of each, in one pass)."""
-    return {m: sum(b - a for a, b in rs) for m, rs in _ranges(placement).items()}
 
 
 def make_usctec(s: Setup) -> Family:
