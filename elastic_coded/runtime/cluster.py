@@ -28,7 +28,7 @@ from . import blas
 from . import membership as mem
 from .arguments import churn_script, code_of, controller_kwargs, machines_of, option_fields
 from .events import ChurnEvents
-from .executors import UnifiedCache, run_step
+from .executors import run_step
 from .family_setup import FamilySetup, setup_of
 from .hosting import kill, per_process
 from .operator import ClusterOperator, check_transpose, start_transposed
@@ -149,7 +149,7 @@ class ElasticCluster:
                         self.deadline, self.options, codes, self.keep_plans),
             tables=self._tables, link=self._link, pipeline=self._plans,
             verifier=self._verifier, churn=self._churn, reports=self.reports, cluster=self,
-            run=run_step, kill=kill, tracer=lambda: self._tracer, unified=UnifiedCache())
+            run=run_step, kill=kill, tracer=lambda: self._tracer, state=self._fam.make_state())
 
     # -- the parts: the controller, the driver's tables -----------------------------------------
     def _new_controller(self):

@@ -85,9 +85,10 @@ class StepContext:
     (:func:`~elastic_coded.families.usctec.executor_pull.history`).
     ``pull_rate``: products per second per unit of speed measured by the last pull step at
     real speed; ``pull_lag``: the seconds the last coded pull step's calls took beyond their
-    work (:func:`~elastic_coded.families.usctec.pull_step.next_lag`).  ``unified``: the
-    driver's cache of Shuffle plans and stored designs
-    (:class:`~elastic_coded.families.unified.executor.UnifiedCache`).  ``crashed``: machines the
+    work (:func:`~elastic_coded.families.usctec.pull_step.next_lag`).  ``state``: what the
+    family's executors keep on the driver from step to step
+    (:meth:`~.family_setup.FamilySetup.make_state`; the unified family's
+    :class:`~elastic_coded.families.unified.executor.UnifiedCache`).  ``crashed``: machines the
     step's events crash that had no call to crash in.  ``mode``: ``usctec-auto``'s execution of
     the step, chosen by the driver before it asked for the plan (``None``: chosen from the plan).
     ``weights``: what a row range of ``A`` costs per column
@@ -108,7 +109,7 @@ class StepContext:
     history: tuple = ()
     pull_rate: float | None = None
     pull_lag: float = 0.0
-    unified: Any = None
+    state: Any = None
     crashed: tuple = ()
     mode: str | None = None
     weights: Any = None

@@ -66,8 +66,11 @@ class FamilySetup:
     ``inputs(F, loaded, B) -> (X, shape, columns)``.  ``checks``: the verifier's checks,
     ``checks(verifier) -> FamilyChecks`` (:mod:`.verify_common`); ``executors``: by
     :attr:`~elastic_coded.schemes.registry.Policy.execution`, the step's executor
-    ``(ctx, X, events, prepared) -> (product, Outcome)`` (:mod:`.executors`).  Either may be
-    given as ``"module:attribute"`` strings (imported when first used)."""
+    ``(ctx, X, events, prepared) -> (product, Outcome)`` (:mod:`.executors`).  ``state``:
+    makes what the family's executors keep on the driver from step to step (``None``: nothing;
+    the unified family's cache of Shuffle plans and stored designs), handed to them as
+    :attr:`~.context.StepContext.state`.  Each may be given as a ``"module:attribute"``
+    string (imported when first used)."""
 
     name: str
     takes_LS: bool
@@ -79,10 +82,15 @@ class FamilySetup:
     inputs: Callable
     checks: Any = None
     executors: Mapping = dataclasses.field(default_factory=dict)
+    state: Any = None
 
     def make_checks(self, verifier):
         """The family's checks for ``verifier``."""
         return resolve(self.checks)(verifier)
+
+    def make_state(self) -> Any:
+        """A fresh driver-side state of the family's executors (``None``: they keep none)."""
+        return None if self.state is None else resolve(self.state)()
 
     def executor(self, execution: str) -> Callable:
         """The executor of ``execution`` (a key of :attr:`executors`)."""

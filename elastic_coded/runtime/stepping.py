@@ -91,10 +91,10 @@ class StepLoop:
     def __init__(self, setting: StepSetting, *, tables: DriverTables, link: Any,
                  pipeline: PlanPipeline, verifier: Any, churn: ChurnEvents, reports: ReportLog,
                  cluster: Membership, run: Callable, kill: Callable,
-                 tracer: Callable[[], Any] = _no_tracer, unified: Any = None):
+                 tracer: Callable[[], Any] = _no_tracer, state: Any = None):
         self.setting, self.tables, self.link, self.pipeline = setting, tables, link, pipeline
         self.verifier, self.churn, self.reports, self.cluster = verifier, churn, reports, cluster
-        self.run_step, self.kill, self.tracer, self.unified = run, kill, tracer, unified
+        self.run_step, self.kill, self.tracer, self.state = run, kill, tracer, state
         self.step = 0
         self.pull_rate: float | None = None  # measured by the last pull step at real speed
         self.pull_lag = 0.0  # what the last coded pull step's calls took beyond their work
@@ -146,7 +146,7 @@ class StepLoop:
             seed=st.seed, deadline=st.deadline, options=st.options,
             ctrl=client, patience=self.verifier.patience, codes=st.codes,
             history=history(self.reports, policy) if policy_of(policy).pulls else (),
-            pull_rate=self.pull_rate, pull_lag=self.pull_lag, unified=self.unified,
+            pull_rate=self.pull_rate, pull_lag=self.pull_lag, state=self.state,
             crashed=tuple(self.tables.crash_idle), mode=self.pipeline.mode,
             weights=st.loaded.weights)
 

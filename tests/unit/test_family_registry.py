@@ -99,3 +99,14 @@ def test_the_toy_family_is_gone_once_unregistered():
     assert "replication" not in family_names()
     with pytest.raises(ArgumentError, match="unknown family 'replication'"):
         make_family("replication", Setup(10, 1, 0))
+
+
+def test_a_family_names_the_driver_state_its_executors_keep():
+    """The unified family's executor keeps its Shuffle plans on the driver between steps, in a
+    state its setup makes (a fresh one per cluster); the others keep none."""
+    from elastic_coded.families.unified.executor import UnifiedCache
+    from elastic_coded.runtime.family_setup import setup_of
+
+    a, b = setup_of("unified").make_state(), setup_of("unified").make_state()
+    assert isinstance(a, UnifiedCache) and isinstance(b, UnifiedCache) and a is not b
+    assert setup_of("usctec").make_state() is None and setup_of("hetero").make_state() is None

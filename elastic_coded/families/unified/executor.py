@@ -51,7 +51,7 @@ class UnifiedCache:
 
 def run_unified(ctx: StepContext, X: np.ndarray, ev, prep, attempts: int = 3):
     """A unified step (see the module docstring).  Returns ``(A @ X, Outcome)``."""
-    cache = ctx.unified if ctx.unified is not None else UnifiedCache()
+    cache = ctx.state if ctx.state is not None else UnifiedCache()
     for attempt in range(attempts):
         try:
             Y, out = _unified_once(ctx, cache, X, ev, prep)

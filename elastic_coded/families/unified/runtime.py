@@ -43,4 +43,5 @@ def _unified_precheck(F, L, S, options, seed, allow_lower_S, specs, loaded) -> t
 UNIFIED_SETUP = FamilySetup(
     "unified", False, False, False, _dense_only("unified"), _unified_precheck, one_source,
     matrix_inputs, "elastic_coded.families.unified.verify:UnifiedChecks",
-    {"unified": "elastic_coded.families.unified.executor:run_unified"})
+    {"unified": "elastic_coded.families.unified.executor:run_unified"},
+    "elastic_coded.families.unified.executor:UnifiedCache")

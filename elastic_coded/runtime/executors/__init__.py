@@ -17,12 +17,11 @@ family's :class:`~..family_setup.FamilySetup` names its executors; each is a fun
 
 from __future__ import annotations
 
-from ...families.unified.executor import UnifiedCache
 from ...schemes.registry import policy_of
 from ..family_setup import setup_of
 from .common import Outcome
 
-__all__ = ["run_step", "Outcome", "UnifiedCache"]
+__all__ = ["run_step", "Outcome"]
 
 
 def run_step(ctx, X, ev, prep):
