@@ -243,12 +243,13 @@ class Controller(Watch):
         node lives are restarted in a fresh one (:mod:`.restart`)."""
         gone = await self._processes_gone(machines)  # before the drop stops an empty process
         machines = list(dict.fromkeys(list(machines) + sorted(gone)))
-        for m in machines:
-            if m in gone:
-                self._note_dead(m)
-            self._drop(m)
-        back = await self._restartable(machines)
-        await self.restarts.run(back, self._add_machines, self._lock, lambda: self.members.table)
+        async with self._lock:  # a step is never planned between the drop and the restart
+            for m in machines:
+                if m in gone:
+                    self._note_dead(m)
+                self._drop(m)
+            back = await self._restartable(machines)
+            await self.restarts.run(back, self._add_machines, None, lambda: self.members.table)
 
     # -- steps ---------------------------------------------------------------------------------
     @_locked

@@ -19,7 +19,9 @@ What does not come back:
 Machines that died in a step are restarted before the driver's call that ends the step
 returns (the step takes the time a process takes to start, and the machines are back for the
 next one); those found dead by a health ping, when the next step is prepared.  Either way under
-the storage lock, so a step never sees a machine half added.
+the storage lock, from the drop to the restart, so a step is never planned with a machine half
+added, nor between the drop of a dead process's machines and their restart (it would see too
+few machines and be refused).
 """
 
 from __future__ import annotations
