@@ -142,7 +142,8 @@ class ElasticCluster:
         self._plans = PlanPipeline(
             PlanSetting(self.F, self.L, self.S, self.allow_lower_S, self._fam.takes_LS,
                         w.total if w else self.shape[0], self.time_scale, self.options),
-            self._tables, self._link, ray.get, history=lambda p: history(self.reports, p),
+            self._tables, self._link, ray.get,
+            history=lambda p: history(self.reports, p, timed=self.time_scale == 0),
             pull_rate=lambda: self._loop.pull_rate)
         self._loop = StepLoop(
             StepSetting(self.F, self._fam, self._loaded, a_exp, self.time_scale, self.seed,

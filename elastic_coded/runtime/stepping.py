@@ -145,7 +145,8 @@ class StepLoop:
             handles=MappingProxyType(self.tables.handles), time_scale=st.time_scale,
             seed=st.seed, deadline=st.deadline, options=st.options,
             ctrl=client, patience=self.verifier.patience, codes=st.codes,
-            history=history(self.reports, policy) if policy_of(policy).pulls else (),
+            history=history(self.reports, policy, timed=st.time_scale == 0)
+            if policy_of(policy).pulls else (),
             pull_rate=self.pull_rate, pull_lag=self.pull_lag, state=self.state,
             crashed=tuple(self.tables.crash_idle), mode=self.pipeline.mode,
             weights=st.loaded.weights)

@@ -160,3 +160,22 @@ def test_a_pull_queue_measures_emulated_machines_on_their_busy_time(cl, queue_ca
     per = [t * SPEEDS[m] / (slow.get(m, 1.0) * w) for m, w, t in seen if w > 0]
     assert len(per) >= 8
     assert max(per) - min(per) <= 1e-9 * max(per), per
+
+
+def test_usctec_auto_times_its_steps_at_real_speed_only(ray_session):
+    """The history ``usctec-auto`` chooses from carries each step's time at real speed (the
+    eager steps are set against the lean one that saw a straggler: ``modes.choose_mode``),
+    and none on emulated machines; the plan pipeline's choice and the step's context read the
+    same history."""
+    rng = np.random.default_rng(12)
+    A = F.random((48, 4), rng)
+    for ts, width in ((0.0, 3), (0.05, 2)):
+        with ElasticCluster(A, L=2, S=1, machines=5, field=F, run={"time_scale": ts}) as c:
+            for _ in range(3):
+                B = F.random((4, 2), rng)
+                assert np.array_equal(c.multiply(B), _mul(A, B))
+            hist = c._loop.context("usctec-auto", 2).history
+            assert len(hist) == 3 and all(len(e) == width for e in hist)
+            assert c._plans.history("usctec-auto") == hist
+            if width == 3:
+                assert [e[2] for e in hist] == [r.t_total for r in c.reports]

@@ -2,6 +2,7 @@
 tables, the controller link, the churn events, the plan pipeline, the step report (a verdict
 held whole) and the constructor's arguments."""
 
+import dataclasses
 from types import MappingProxyType, SimpleNamespace
 
 import numpy as np
@@ -362,6 +363,7 @@ def test_pull_history_reads_the_last_steps_of_the_policy_from_the_end():
                                   "mode": modes[rng.integers(4)],
                                   "slowed": ("m",) * int(rng.integers(3))})
                    for i in range(n)]
+        reports = [dataclasses.replace(r, t_total=float(rng.random())) for r in reports]
         log = ReportLog(window=1000)
         for r in reports:
             log.append(r)
@@ -372,3 +374,7 @@ def test_pull_history_reads_the_last_steps_of_the_policy_from_the_end():
                              for r in mine)[-window:]
                 assert history(reports, policy, window) == want
                 assert history(log, policy, window) == want
+                timed = tuple(history_entry(r.extra.get("mode"), r.extra.get("slowed", ()),
+                                            r.t_total) for r in mine)[-window:]
+                assert history(log, policy, window, timed=True) == timed
+                assert all(len(e) == 3 for e in timed)

@@ -219,6 +219,44 @@ def test_choose_mode():
     assert pl.choose_mode(hist[:-1], pull_pays=False) == "eager"
 
 
+def test_choose_mode_at_real_speed_goes_lean_when_eager_costs_more_than_the_straggler():
+    """Timed steps (real speed): after a lean step that saw a straggler, the eager steps are
+    set against its time once ``EAGER_TRIAL`` of them ran; untimed ones keep the old rule."""
+    n = pl.EAGER_TRIAL
+    slow_lean = (True, 1, 0.050)
+    dear, cheap = (False, 0, 0.075), (False, 0, 0.020)
+    assert pl.choose_mode([slow_lean] + [dear] * (n - 1), pull_pays=False) == "eager"
+    assert pl.choose_mode([slow_lean] + [dear] * n, pull_pays=False) == "lean"
+    assert pl.choose_mode([slow_lean] + [cheap] * (n + 4), pull_pays=False) == "eager"
+    # the median, not one eager step held up
+    assert pl.choose_mode([slow_lean] + [cheap] * (n - 1) + [(False, 0, 9.0)],
+                          pull_pays=False) == "eager"
+    # untimed steps (emulated, the simulator): the rule without times
+    assert pl.choose_mode([(True, 1)] + [(False, 0)] * (n + 4), pull_pays=False) == "eager"
+    assert pl.choose_mode([(True, 1, None)] + [dear] * n, pull_pays=False) == "eager"
+    # pull steps and the lean probe are as before
+    assert pl.choose_mode([slow_lean] + [dear] * n, pull_pays=True) == "pull"
+    assert pl.choose_mode([slow_lean, (True, 0, 0.03)] + [dear] * n, pull_pays=False) == "lean"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2), st.floats(0.001, 1.0)),
+                min_size=1, max_size=40), st.booleans())
+def test_times_only_ever_turn_an_eager_step_lean(hist, pays):
+    """Timing the steps changes a choice only from eager to lean, and only when the timed
+    eager steps since the last observed one, ``EAGER_TRIAL`` at least, took longer at the
+    median than it did."""
+    untimed = [e[:2] for e in hist]
+    plain, timed = pl.choose_mode(untimed, pays), pl.choose_mode(hist, pays)
+    seen = [i for i, e in enumerate(hist) if e[0]]
+    after = [e[2] for e in hist[seen[-1] + 1:]] if seen else []
+    dearer = len(after) >= pl.EAGER_TRIAL and float(np.median(after)) > hist[seen[-1]][2]
+    if plain == "eager":
+        assert timed == ("lean" if dearer else "eager")
+    else:
+        assert timed == plain
+
+
 def test_pull_options_are_checked():
     o = parse_options("usctec-auto", {"units": 3, "chunks": 4})
     assert o.units == 3 and o.chunks == 4

@@ -121,9 +121,11 @@ def pull_pays(F, num_rows: int, L: int, S: int, r: int, speeds: dict, time_scale
     return ps.pull_pays(L, S, speeds, total, per, options)
 
 
-def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
+def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY, timed: bool = False
+            ) -> tuple:
     """``(observed, slowed)`` for the recent steps of ``policy`` among ``reports`` (see
-    :func:`~elastic_coded.families.usctec.modes.choose_mode`), for the step's context."""
+    :func:`~elastic_coded.families.usctec.modes.choose_mode`), for the step's context;
+    ``timed`` (machines at real speed): ``(observed, slowed, the step's seconds)``."""
     mine = []   # the last ``window`` of them, newest first: read from the end, not copied
     for i in range(len(reports) - 1, max(-1, len(reports) - 1 - 16 * window), -1):
         r = reports[i]
@@ -131,8 +133,8 @@ def history(reports, policy: str, window: int = 2 * pl.PROBE_EVERY) -> tuple:
             mine.append(r)
             if len(mine) == window:
                 break
-    return tuple(ps.history_entry(r.extra.get("mode"), r.extra.get("slowed", ()))
-                 for r in reversed(mine))
+    return tuple(ps.history_entry(r.extra.get("mode"), r.extra.get("slowed", ()),
+                                  r.t_total if timed else None) for r in reversed(mine))
 
 
 def _run_whole(ctx: StepContext, B, ev, prep, mode: str):

@@ -5,9 +5,11 @@ ahead.  Pure: no Ray.  (Re-exported by :mod:`.pull`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from statistics import median
+from typing import Any
 
-__all__ = ["MODES", "PROBE_EVERY", "choose_mode", "next_mode", "prefer_pull"]
+__all__ = ["MODES", "PROBE_EVERY", "EAGER_TRIAL", "choose_mode", "next_mode", "prefer_pull"]
 
 MODES = ("pull", "eager", "lean")
 """``usctec-auto``'s executions of a step (:func:`choose_mode`)."""
@@ -17,8 +19,12 @@ PROBE_EVERY = 16
 """``usctec-auto`` runs a lean step (whose stragglers are seen) at least once every this many
 steps: the whole ``(L, S)`` plan cancels its slowest calls, so it never sees who straggled."""
 
+EAGER_TRIAL = 3
+"""At real speed (steps timed), the eager steps after a lean step that saw a straggler are set
+against that lean step's time once this many have run (:func:`choose_mode`)."""
 
-def choose_mode(history: Iterable[tuple[bool, int]], pull_pays: bool,
+
+def choose_mode(history: Iterable[tuple[Any, ...]], pull_pays: bool,
                 probe_every: int = PROBE_EVERY) -> str:
     """``usctec-auto``'s execution of a step, from its recent steps (``history``: ``(observed,
     slowed)`` per step, oldest first; ``observed`` whether the step could see its stragglers,
@@ -29,23 +35,43 @@ def choose_mode(history: Iterable[tuple[bool, int]], pull_pays: bool,
       proportion to the speeds) dispatched whole, the step deadline's coded backups guarding
       against a surprise.  Also the probe when no step in the last ``probe_every`` could see;
     * ``"pull"``: stragglers seen (or not known) and a step long enough for pulling to pay;
-    * ``"eager"``: the same on a short step: the whole ``(L, S)`` plan at once."""
+    * ``"eager"``: the same on a short step: the whole ``(L, S)`` plan at once; but a lean
+      step again when the steps are timed (an entry's third item: its seconds, at real speed)
+      and the eager steps since that lean step cost more than it did, straggler and all
+      (:func:`_eager_costs_more`)."""
     hist = list(history)
-    seen = [(i, n) for i, (obs, n) in enumerate(hist) if obs]
+    seen = [(i, e[1]) for i, e in enumerate(hist) if e[0]]
     recent = seen and seen[-1][0] >= len(hist) - probe_every
     if recent and seen[-1][1] == 0:
         return "lean"
     if pull_pays:
         return "pull"
+    if recent and _eager_costs_more(hist, seen[-1][0]):
+        return "lean"
     return "eager" if recent else "lean"
 
 
-def next_mode(history: Iterable[tuple[bool, int]], mode: str, pull_pays: bool,
+def _eager_costs_more(hist: Sequence[tuple[Any, ...]], j: int) -> bool:
+    """Whether the timed eager steps after step ``j`` (a lean one that saw a straggler), at
+    least :data:`EAGER_TRIAL` of them, took longer at the median than step ``j`` did.  At real
+    speed the whole ``(L, S)`` plan's redundancy is work the machines really do (on a host
+    with fewer cores than machines, or a memory-bound product, it can cost more than a
+    straggler it would hide); a straggler that really holds a step up makes the lean step the
+    longer one, and the eager steps stay."""
+    if len(hist[j]) < 3 or hist[j][2] is None:
+        return False
+    times = [e[2] for e in hist[j + 1:] if len(e) > 2 and e[2] is not None]
+    return len(times) >= EAGER_TRIAL and median(times) > hist[j][2]
+
+
+def next_mode(history: Iterable[tuple[Any, ...]], mode: str, pull_pays: bool,
               probe_every: int = PROBE_EVERY) -> str:
     """The execution :func:`choose_mode` is expected to pick for the step after one run in
     ``mode`` on ``history`` (its plan is asked for while that step runs): as if the step saw
     what its mode saw before (none slowed after a lean step, some after a pull step; an eager
-    step sees nothing).  Wrong only when a lean step sees a straggler or a pull step none."""
+    step sees nothing; the guess is not timed).  Wrong when a lean step sees a straggler or a
+    pull step none, and, with timed steps, when the eager step's time makes the lean step come
+    back (:func:`_eager_costs_more`)."""
     guess = (mode != "eager", 0 if mode == "lean" else 1)
     return choose_mode(list(history) + [guess], pull_pays, probe_every)
 

@@ -160,7 +160,7 @@ def pull_pays(L: int, S: int, speeds: Mapping[Hashable, float], total: int, per:
     return pl.prefer_pull(expected, L, S, len(speeds), u, opts.call_cost_s)
 
 
-def auto_mode(plan: pl.PullPlan, history: Sequence[tuple[bool, int]],
+def auto_mode(plan: pl.PullPlan, history: Sequence[tuple[Any, ...]],
               speeds: Mapping[Hashable, float], total: int, per: float,
               options: pl.PullOptions | None = None) -> str:
     """``usctec-auto``'s execution of a step: ``"pull"``, ``"eager"`` (the whole ``(L, S)``
@@ -174,7 +174,7 @@ def auto_mode(plan: pl.PullPlan, history: Sequence[tuple[bool, int]],
                             options)
 
 
-def mode_before_plan(history: Sequence[tuple[bool, int]], machines: Iterable[Hashable],
+def mode_before_plan(history: Sequence[tuple[Any, ...]], machines: Iterable[Hashable],
                      speeds: Mapping[Hashable, float], L: int, S: int, total: int,
                      per: float, options: pl.PullOptions | None = None) -> str:
     """:func:`auto_mode` before the plan is made: over ``machines`` (the step's, an estimate
@@ -183,7 +183,7 @@ def mode_before_plan(history: Sequence[tuple[bool, int]], machines: Iterable[Has
     return mode_and_next(history, machines, speeds, L, S, total, per, options)[0]
 
 
-def mode_and_next(history: Sequence[tuple[bool, int]], machines: Iterable[Hashable],
+def mode_and_next(history: Sequence[tuple[Any, ...]], machines: Iterable[Hashable],
                   speeds: Mapping[Hashable, float], L: int, S: int, total: int, per: float,
                   options: pl.PullOptions | None = None) -> tuple[str, str]:
     """``(mode, expected)``: :func:`mode_before_plan`, and the execution the driver then
@@ -213,8 +213,11 @@ def seen_slowed(measured: Mapping[Hashable, tuple[float, str]],
                          if x < (factor if kind == "value" else late) * med), key=str))
 
 
-def history_entry(mode: str | None, slowed: Sized) -> tuple[bool, int]:
+def history_entry(mode: str | None, slowed: Sized, seconds: float | None = None) -> tuple[Any, ...]:
     """What a step adds to ``usctec-auto``'s history: ``(observed, slowed)``, ``observed``
     false for an ``"eager"`` step (the whole ``(L, S)`` plan cancels its slowest calls about
-    when the others finish, so it sees no one)."""
-    return (mode != "eager", len(slowed))
+    when the others finish, so it sees no one); ``(observed, slowed, seconds)`` with the step's
+    time, at real speed (:func:`~.modes.choose_mode`)."""
+    if seconds is None:
+        return (mode != "eager", len(slowed))
+    return (mode != "eager", len(slowed), float(seconds))
