@@ -24,8 +24,9 @@ Stragglers, real (on the matvec and dense workloads; the same machine ``m0`` of 
 - ``stop300``: its worker process stopped (``SIGSTOP``) for the first 300 ms of every step;
 - ``duty50``: stopped half the time (40 ms stopped, 40 ms running, throughout);
 - ``hog``: a busy process pinned to the core that the process is pinned to;
-- ``kill``: its worker process killed (``SIGKILL``) 5 ms into a step; the steps after it run on
-  the machines left (plain Ray's runners have no recovery: their failure is recorded).
+- ``kill``: its worker process killed (``SIGKILL``) 5 ms into a step; the step decodes from the
+  machines left, and the killed machine comes back in a fresh process for the steps after it
+  (plain Ray's runners have no recovery: their failure is recorded).
 
 Every product is compared with numpy's / scipy's (relative error at most ``1e-9``); the
 machines present are counted after each straggler scenario (none may be excluded for being
@@ -216,8 +217,15 @@ def run_scenario(rs: Runners, kind: str, xs: list, steps: int, local) -> dict:
     return out
 
 
+PAGERANK_WARM = 5
+"""Matvecs each PageRank runner makes, in turns, before any is timed: the first steps of a new
+cluster pay its processes' first calls (several times a later step's time), which one
+warm-up matvec before each run left to whichever runner went first."""
+
+
 def pagerank_run(M, dangling, machines: int, quick: bool) -> dict:
-    """PageRank to 1e-10 with each runner's matvec (one run each, after a warm-up matvec)."""
+    """PageRank to 1e-10 with each runner's matvec (one run each, after :data:`PAGERANK_WARM`
+    warm-up matvecs of every runner, in turns, and one more of its own just before)."""
     from elastic_coded import pagerank as pr
 
     rs = Runners(M, machines)
@@ -226,6 +234,9 @@ def pagerank_run(M, dangling, machines: int, quick: bool) -> dict:
         ref = pr.reference_pagerank(M, dangling)
         out = {"local": {"s": time.perf_counter() - t0, "iterations": ref.iterations}}
         x = np.full(M.shape[0], 1.0 / M.shape[0])
+        for _ in range(PAGERANK_WARM):
+            for r in POLICIES + PLAIN:
+                rs.step(r, x)
         for r in POLICIES + PLAIN:
             rs.step(r, x)
             t0 = time.perf_counter()

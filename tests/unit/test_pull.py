@@ -225,9 +225,11 @@ def test_choose_mode_at_real_speed_goes_lean_when_eager_costs_more_than_the_stra
     n = pl.EAGER_TRIAL
     slow_lean = (True, 1, 0.050)
     dear, cheap = (False, 0, 0.075), (False, 0, 0.020)
+    close = (False, 0, 0.050 * pl.EAGER_MARGIN * 0.98)   # longer, but within the margin
     assert pl.choose_mode([slow_lean] + [dear] * (n - 1), pull_pays=False) == "eager"
     assert pl.choose_mode([slow_lean] + [dear] * n, pull_pays=False) == "lean"
     assert pl.choose_mode([slow_lean] + [cheap] * (n + 4), pull_pays=False) == "eager"
+    assert pl.choose_mode([slow_lean] + [close] * (n + 4), pull_pays=False) == "eager"
     # the median, not one eager step held up
     assert pl.choose_mode([slow_lean] + [cheap] * (n - 1) + [(False, 0, 9.0)],
                           pull_pays=False) == "eager"
@@ -245,12 +247,13 @@ def test_choose_mode_at_real_speed_goes_lean_when_eager_costs_more_than_the_stra
 def test_times_only_ever_turn_an_eager_step_lean(hist, pays):
     """Timing the steps changes a choice only from eager to lean, and only when the timed
     eager steps since the last observed one, ``EAGER_TRIAL`` at least, took longer at the
-    median than it did."""
+    median than it did, by more than ``EAGER_MARGIN``."""
     untimed = [e[:2] for e in hist]
     plain, timed = pl.choose_mode(untimed, pays), pl.choose_mode(hist, pays)
     seen = [i for i, e in enumerate(hist) if e[0]]
     after = [e[2] for e in hist[seen[-1] + 1:]] if seen else []
-    dearer = len(after) >= pl.EAGER_TRIAL and float(np.median(after)) > hist[seen[-1]][2]
+    dearer = len(after) >= pl.EAGER_TRIAL and \
+        float(np.median(after)) > pl.EAGER_MARGIN * hist[seen[-1]][2]
     if plain == "eager":
         assert timed == ("lean" if dearer else "eager")
     else:

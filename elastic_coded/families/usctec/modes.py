@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from statistics import median
 from typing import Any
 
-__all__ = ["MODES", "PROBE_EVERY", "EAGER_TRIAL", "choose_mode", "next_mode", "prefer_pull"]
+__all__ = ["MODES", "PROBE_EVERY", "EAGER_TRIAL", "EAGER_MARGIN", "choose_mode", "next_mode",
+           "prefer_pull"]
 
 MODES = ("pull", "eager", "lean")
 """``usctec-auto``'s executions of a step (:func:`choose_mode`)."""
@@ -22,6 +23,10 @@ steps: the whole ``(L, S)`` plan cancels its slowest calls, so it never sees who
 EAGER_TRIAL = 3
 """At real speed (steps timed), the eager steps after a lean step that saw a straggler are set
 against that lean step's time once this many have run (:func:`choose_mode`)."""
+
+EAGER_MARGIN = 1.25
+"""... and a lean step comes back when their median is more than this many times that lean
+step's time (a margin over the noise of steps timed on a shared host)."""
 
 
 def choose_mode(history: Iterable[tuple[Any, ...]], pull_pays: bool,
@@ -53,7 +58,8 @@ def choose_mode(history: Iterable[tuple[Any, ...]], pull_pays: bool,
 
 def _eager_costs_more(hist: Sequence[tuple[Any, ...]], j: int) -> bool:
     """Whether the timed eager steps after step ``j`` (a lean one that saw a straggler), at
-    least :data:`EAGER_TRIAL` of them, took longer at the median than step ``j`` did.  At real
+    least :data:`EAGER_TRIAL` of them, took longer at the median than step ``j`` did, by more
+    than :data:`EAGER_MARGIN`.  At real
     speed the whole ``(L, S)`` plan's redundancy is work the machines really do (on a host
     with fewer cores than machines, or a memory-bound product, it can cost more than a
     straggler it would hide); a straggler that really holds a step up makes the lean step the
@@ -61,7 +67,7 @@ def _eager_costs_more(hist: Sequence[tuple[Any, ...]], j: int) -> bool:
     if len(hist[j]) < 3 or hist[j][2] is None:
         return False
     times = [e[2] for e in hist[j + 1:] if len(e) > 2 and e[2] is not None]
-    return len(times) >= EAGER_TRIAL and median(times) > hist[j][2]
+    return len(times) >= EAGER_TRIAL and median(times) > EAGER_MARGIN * hist[j][2]
 
 
 def next_mode(history: Iterable[tuple[Any, ...]], mode: str, pull_pays: bool,

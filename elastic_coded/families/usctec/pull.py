@@ -49,7 +49,15 @@ from typing import TYPE_CHECKING, cast
 
 from ...errors import ArgumentError, PlanError
 from ...schemes.plan import Group, Piece, Placement, RowBlock, StepPlan, Task
-from .modes import EAGER_TRIAL, MODES, PROBE_EVERY, choose_mode, next_mode, prefer_pull  # noqa: F401
+from .modes import (  # noqa: F401
+    EAGER_MARGIN,
+    EAGER_TRIAL,
+    MODES,
+    PROBE_EVERY,
+    choose_mode,
+    next_mode,
+    prefer_pull,
+)
 from .queues import CodedQueue, DynamicQueue  # noqa: F401
 
 if TYPE_CHECKING:
@@ -57,7 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Unit", "PullPlan", "PullOptions", "subdivide", "units_for", "CodedQueue",
            "DynamicQueue", "chunk_rows", "coded_pull_plan", "dynamic_plan", "prefer_pull",
-           "choose_mode", "next_mode", "AUTO_UNITS", "PROBE_EVERY", "EAGER_TRIAL", "MODES"]
+           "choose_mode", "next_mode", "AUTO_UNITS", "PROBE_EVERY", "EAGER_TRIAL",
+           "EAGER_MARGIN", "MODES"]
 
 AUTO_UNITS = (2, 8)
 """The fewest and most units a machine's share is cut into when the count is chosen from the
