@@ -196,6 +196,7 @@ def run_scenario(rs: Runners, kind: str, xs: list, steps: int, local) -> dict:
     for f in faults.values():
         f.start()
     per = -(-(steps + (3 if kind == "kill" else 0)) // ROUNDS)
+    seen = rs.c.reports.steps
     try:
         for k in range(ROUNDS):
             order = ("local",) + runners[k % len(runners):] + runners[:k % len(runners)]
@@ -214,6 +215,11 @@ def run_scenario(rs: Runners, kind: str, xs: list, steps: int, local) -> dict:
         if hog is not None:
             hog.stop()
     out["machines_after"] = len(rs.c.machines())
+    if kind == "kill":  # what the cluster's reports said of the kill (a machine not back: why)
+        new = list(rs.c.reports)[-(rs.c.reports.steps - seen):] if rs.c.reports.steps > seen \
+            else []
+        out["faults"] = {k: [str(v) for r in new for v in getattr(r, k)]
+                         for k in ("failed", "restarted", "not_restarted")}
     return out
 
 

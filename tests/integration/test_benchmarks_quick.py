@@ -95,7 +95,8 @@ def _check_real(re_: dict) -> None:
         if "kill" in d:
             assert d["kill"]["usctec-auto"]["kill_step_error"] <= 1e-9, wl
             # the killed worker process is restarted (ray.max_restarts): its machine comes back
-            assert d["kill"]["machines_after"] == re_["machines"], wl
+            assert d["kill"]["machines_after"] == re_["machines"], (wl, d["kill"]["faults"])
+            assert d["kill"]["faults"]["restarted"] and not d["kill"]["faults"]["not_restarted"]
     pr = re_["pagerank"]
     for r in policies + ("hand-written", "plain-floor"):
         assert pr[r]["iterations"] == pr["local"]["iterations"], r
