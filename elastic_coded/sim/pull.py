@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -68,7 +68,7 @@ import numpy as np
 
 from ..families.usctec import pull as pl
 from ..families.usctec import pull_step as ps
-from ..families.usctec.asking import Asking
+from ..families.usctec.pull_loop import Event, PullLoop
 from ..schemes.plan import Placement
 from .agents import Agents
 from .cost import RuntimeCost, host_wait
@@ -142,7 +142,9 @@ class _Machine:
 
 
 class _Run:
-    """One pull step's state: the queue, the machines' calls, the driver's clock."""
+    """One pull step's state: the queue, the machines' calls, the driver's clock; the backend
+    (:class:`~elastic_coded.families.usctec.pull_loop.PullBackend`) the one pull loop runs the
+    step over."""
 
     def __init__(self, sub: pl.PullPlan, q: pl.CodedQueue | pl.DynamicQueue,
                  eff: dict[Hashable, float], ts: float, total: int, depth: int,
@@ -154,7 +156,10 @@ class _Run:
         self.crashed, self.crash_at, self.cost, self.record = crashed, crash_at, cost, record
         self.machines = {m: _Machine() for m in sub.available}
         self.order = tuple(sub.available)
-        self.asking = Asking(self.order)  # which machines the next fill asks
+        self.loop = PullLoop(self, q, self.order, depth, ps.tick_of(q))
+        self.now = 0.0           # the driver's clock as the loop sees it
+        # what :meth:`take` took in, for :meth:`file`: (units, busy time, decoded at)
+        self._taken: tuple[list[pl.Unit], float, float] = ([], 0.0, 0.0)
         self.info: dict[int, _Info] = {}  # key -> [machine, units, start, finish, ...]
         self.heap: list[tuple[float, int, int, int]] = []  # (when, seq, key, version)
         self.seq = 0
@@ -168,7 +173,7 @@ class _Run:
         self.scan = cost.scan_s * len(self.order) if cost is not None else 0.0
         # the coded queue's rules cost the driver per decision (dynamic's are in call_s)
         self.decide = cost.decide_s if cost is not None and isinstance(q, pl.CodedQueue) else 0.0
-        self.calls = self.units = self.cancelled = 0
+        self.calls = self.units = 0
         # two levels (cost.group): the agents' servers and messages (:mod:`.agents`)
         self.agents = (Agents(self.order, cost, self._home) if cost is not None and cost.group
                        else None)
@@ -204,7 +209,11 @@ class _Run:
             self.seq += 1
         mac.free = t
 
-    def send(self, m: Hashable, units: list[pl.Unit], now: float) -> None:
+    @property
+    def cancelled(self) -> int:
+        return self.loop.cancelled
+
+    def send(self, m: Hashable, units: list[pl.Unit], now: float) -> int:
         c = self.cost
         if c is not None and self.agents is not None:
             arrive, self.driver = self.agents.send(m, units, now, self.driver)
@@ -229,97 +238,134 @@ class _Run:
         self.sent_first.add(m)
         # [machine, units, start, finish, duration, version, arrival, crashes]
         self.info[key] = [m, units, None, None, dur, 0, arrive, crash]
-        self.q.sent(m, units, key, now)
         self.machines[m].calls.append(key)
         self._schedule(m, now)
         self.calls += 1
         self.units += len(units)
         if self.record:
             self.ran.extend((m, u.rows) for u in units)
+        return key
 
-    def cancel(self, m: Hashable, key: Hashable, now: float) -> None:
+    def cancel(self, m: Hashable, key: Hashable, now: float) -> bool | None:
         mac = self.machines[m]
         if key not in mac.calls:
-            return
+            return None
         mac.calls.remove(key)
-        self._freed(m)
         crashes = self.info.pop(key)[7]
-        self.q.dropped(m, key, now)
-        self.cancelled += 1
         c = self.cost
         if c is not None and c.host_cpus:
             self.host = max(self.host, now) + c.host_cancel_s / c.host_cpus
         if crashes:  # a scripted crash happens even when its call is no longer needed
-            self.lose(m, now)
-            return
+            return True
         self._schedule(m, now)
+        return False
 
-    def lose(self, m: Hashable, now: float) -> None:
+    def lose(self, m: Hashable, now: float, preempted: bool = False) -> None:
         mac = self.machines[m]
         for key in mac.calls:
             self.info.pop(key, None)
         mac.calls = []
-        self.q.lost(m)
 
     def _home(self, u: pl.Unit) -> Hashable | None:
         """The machine unit ``u``'s position is planned on (``None``: none)."""
         ms = getattr(self.sub.pieces[u.piece], "machines", ())
         return ms[u.position] if u.position < len(ms) else None
 
-    # -- the driver ------------------------------------------------------------------------
-    def _freed(self, m: Hashable) -> None:
-        """One of ``m``'s calls ended: it is asked at the next fill."""
-        self.asking.freed(m)
+    # -- the driver (the loop's backend) --------------------------------------------------
+    def room(self, m: Hashable) -> bool:
+        return len(self.machines[m].calls) < self.depth
 
-    def fill(self, now: float) -> None:
-        """The runtime's fill (:class:`~elastic_coded.families.usctec.asking.Asking`): every
-        live machine with room that may get work, in plan order, asks the queue for calls
-        until it has ``depth`` in flight or gets none; a machine without room is asked again
-        once one of its calls ends."""
-        macs, depth = self.machines, self.depth
-        room = lambda m: len(macs[m].calls) < depth  # noqa: E731
+    def done(self) -> bool:
+        return len(self.decoded) >= self.n_pieces
+
+    def in_flight(self) -> bool:
+        while self.heap and self.heap[0][2] not in self.info:
+            heapq.heappop(self.heap)  # a cancelled or lost call
+        return bool(self.heap)
+
+    def rescue(self) -> None:
+        """Nothing: the runtime re-plans units no live machine stores (module docstring)."""
+
+    def decided(self, m: Hashable | None, now: float, n: int) -> None:
+        """The coded queue's decisions cost the driver ``decide_s`` each (on two levels, the
+        agent of the machine they sent to; those that sent nothing are made by idle agents:
+        not charged)."""
         if not self.decide:
-            self.asking.fill(self.q, now, depth, room, self.send)
             return
-        charged = [self.asking.asked]
+        if self.agents is not None:
+            if m is not None:
+                self.agents.decided(m, now, n, self.decide)
+        else:
+            self.driver = max(self.driver, now) + self.decide * n
 
-        # the decisions made since the last charge
-        def decided(t: float, m: Hashable | None = None) -> None:
-            n, charged[0] = self.asking.asked - charged[0], self.asking.asked
-            if n and self.agents is not None and m is not None:  # made in m's agent
-                self.agents.decided(m, t, n, self.decide)
-            elif n and self.agents is None:
-                self.driver = max(self.driver, t) + self.decide * n
-
-        # a call goes out after its decisions
-        def send(m: Hashable, units: list[pl.Unit], t: float) -> None:
-            decided(t, m)
-            self.send(m, units, t)
-
-        self.asking.fill(self.q, now, depth, room, send)
-        decided(now)  # (two levels: those that sent nothing are made by idle agents: not charged)
-
-    def idle(self) -> bool:
+    def _any_room(self) -> bool:
         dead, depth = self.q.dead, self.depth
         return any(len(mac.calls) < depth and m not in dead for m, mac in self.machines.items())
 
-    def take(self, key: int, t: float) -> float:
-        """The result of call ``key`` (computed by ``t``); returns the driver's time after."""
-        m, units, start, finish, dur = self.info.pop(key)[:5]
-        mac = self.machines[m]
-        mac.calls.remove(key)
-        self._freed(m)
+    def wait(self, timeout: float | None, idle: object = None) -> Iterator[Event]:
+        """The next call to end (a wake-up first, ``None``, when ``timeout`` passes before it
+        and some live machine has room), then every other result back by the driver's time
+        after taking it in (the runtime's batched wait)."""
+        while True:
+            if not self.in_flight():
+                return
+            when, _, key, ver = self.heap[0]
+            # a busy driver starts its wait when free (two levels: the agents wait)
+            wait_from = self.now if self.agents is not None else max(self.now, self.driver)
+            if timeout is not None and wait_from + timeout < when and self._any_room():
+                self.now = wait_from + timeout
+                if self.record:
+                    self.wakes.append((max(self.now, self.driver), when))
+                if self.cost is not None and self.agents is None:
+                    self.driver = max(self.driver, self.now) + self.scan
+                yield None
+                return
+            heapq.heappop(self.heap)
+            inf = self.info.get(key)
+            if inf is not None and inf[5] == ver:
+                break
+        yield self._arrival(key, when, inf)
+        while not self.done() and self.heap and self.heap[0][0] <= self.now:
+            when, _, key, ver = heapq.heappop(self.heap)
+            inf = self.info.get(key)
+            if inf is not None and inf[5] == ver:
+                yield self._arrival(key, when, inf)
+
+    def _arrival(self, key: int, when: float, inf: _Info) -> Event:
+        """Call ``key``'s end at ``when``: its machine lost (a scripted crash of its first
+        call) or its result back."""
+        if inf[7]:  # the crash of the machine's first call
+            self.now = max(self.now, when)
+            return ("lost", inf[0], key, False)
+        return ("result", inf[0], key, when)
+
+    def take(self, m: Hashable, key: Hashable, when: float) -> tuple[float, float]:
+        """The result of call ``key``, computed by ``when``, taken in: ``(when the driver took
+        it in, the machine's busy time)``, as the runtime's emulated machines report it
+        (``paced_s``: its speed and the queue's rates are measured on it, not on the worker's
+        own cost)."""
+        inf = self.info.pop(cast(int, key))
+        units, dur = inf[1], inf[4]
+        self.machines[m].calls.remove(cast(int, key))
         c = self.cost
         if c is not None and self.agents is not None:
-            now, at_driver, self.driver = self.agents.take(m, t, self.driver)
+            now, at_driver, self.driver = self.agents.take(m, when, self.driver)
         else:
-            now = (max(self.driver, t) + c.round_trip_s + self.scan) if c is not None else t
+            now = (max(self.driver, when) + c.round_trip_s + self.scan) if c is not None \
+                else when
             self.driver = at_driver = max(self.driver, now)
-        # the machine's busy time, as the runtime's emulated machines report it (paced_s):
-        # its speed and the queue's rates are measured on it, not on the worker's own cost
-        self.q.finished(m, key, now, dur)
+        self.now = max(self.now, now)
+        self._taken = (units, dur, at_driver)
+        return now, dur
+
+    def file(self, m: Hashable, key: Hashable, when: float, now: float
+             ) -> tuple[float, list[int]]:
+        """File the units taken in (:meth:`take`): ``(when the driver decoded, the pieces
+        they completed)``."""
+        units, dur, at_driver = self._taken
         work = sum(self.q.products[u] for u in units) / self.total
         self.measured.setdefault(m, (work * self.ts / dur, "value"))
+        pieces = []
         for u in units:
             if self.record:
                 self.filed.append((now, m, u))
@@ -335,53 +381,15 @@ class _Run:
                 self.last_decode = max(self.last_decode, at_driver)
                 if self.lying:
                     self.used[u.piece] = list(self.arrived[u.piece].values())[:self.need]
-                for m2, key2 in self.q.decoded(u.piece):  # the driver cancels them
-                    self.cancel(m2, key2, at_driver)
-        return now
+                pieces.append(u.piece)
+        return at_driver, pieces
 
-    def run(self, tick: float | None) -> float:
-        now = 0.0
-        self.fill(now)
-        while len(self.decoded) < self.n_pieces:
-            while self.heap and self.heap[0][2] not in self.info:
-                heapq.heappop(self.heap)  # a cancelled or lost call
-            if not self.heap:
-                return math.inf  # nothing in flight, pieces left: lost (module docstring)
-            when, _, key, ver = self.heap[0]
-            # a busy driver starts its wait when free (two levels: the agents wait)
-            wait_from = now if self.agents is not None else max(now, self.driver)
-            if tick is not None and wait_from + tick < when and self.idle():
-                now = wait_from + tick
-                if self.record:
-                    self.wakes.append((max(now, self.driver), when))
-                if self.cost is not None and self.agents is None:
-                    self.driver = max(self.driver, now) + self.scan
-                self.fill(now)
-                continue
-            heapq.heappop(self.heap)
-            inf = self.info.get(key)
-            if inf is None or inf[5] != ver:
-                continue
-            now = self._arrive(key, when, inf, now)
-            # every other result already back is taken in before the machines are asked again
-            # (the runtime's batched wait)
-            while len(self.decoded) < self.n_pieces and self.heap and self.heap[0][0] <= now:
-                when, _, key, ver = heapq.heappop(self.heap)
-                inf = self.info.get(key)
-                if inf is not None and inf[5] == ver:
-                    now = self._arrive(key, when, inf, now)
-            if len(self.decoded) < self.n_pieces:
-                self.fill(now)
-        return max(now, self.last_decode)
-
-    def _arrive(self, key: int, when: float, inf: _Info, now: float) -> float:
-        """Call ``key``'s end at ``when`` taken in: its machine lost (a scripted crash of its
-        first call) or its result filed; returns the driver's time after."""
-        if inf[7]:  # the crash of the machine's first call
-            now = max(now, when)
-            self.lose(inf[0], now)
-            return now
-        return max(now, self.take(key, when))
+    def run(self) -> float:
+        """The step (:class:`~elastic_coded.families.usctec.pull_loop.PullLoop`): when its
+        last piece decoded, ``inf`` when it was lost."""
+        if not self.loop.run():
+            return math.inf  # nothing in flight, pieces left: lost (module docstring)
+        return max(self.now, self.last_decode)
 
 
 def pull_step(plan: pl.PullPlan, placement: Placement, eff: Mapping[Hashable, float],
@@ -406,7 +414,7 @@ def pull_step(plan: pl.PullPlan, placement: Placement, eff: Mapping[Hashable, fl
     sub, q = ps.layout(plan, placement, total, rates, opts, lag_s)
     run = _Run(sub, q, dict(eff), float(time_scale), total, opts.depth, set(crashed), crash_at,
                cost, record, frozenset(lying), rng)
-    t = run.run(ps.tick_of(q))
+    t = run.run()
     lies = None
     if run.lying:
         lies = repair(_decoded(run), t, set(run.lying), set(crashed), cost)
@@ -417,7 +425,7 @@ def pull_step(plan: pl.PullPlan, placement: Placement, eff: Mapping[Hashable, fl
     return PullOutcome(t, run.calls, run.units, q.backups, getattr(q, "stolen", 0),
                        run.cancelled, run.measured, tuple(run.ran), tuple(run.filed),
                        run.decoded_at if record else {}, sub if record else None,
-                       tuple(run.wakes), lies, run.asking.asked, ps.lag_after(q, lag_s),
+                       tuple(run.wakes), lies, run.loop.asking.asked, ps.lag_after(q, lag_s),
                        run.agents.messages if run.agents is not None else 0)
 
 

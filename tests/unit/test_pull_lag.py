@@ -141,23 +141,25 @@ def test_the_simulated_driver_takes_in_every_result_back_before_it_asks_again(mo
     has ended by then is still waiting to be taken in (a busy driver: results pile up)."""
     from test_sim_pull import _pull_case
 
+    from elastic_coded.families.usctec.pull_loop import PullLoop
     from elastic_coded.sim import RuntimeCost
     from elastic_coded.sim import pull as sim_pull
 
-    piled, real, arrive = [0], sim_pull._Run.fill, sim_pull._Run._arrive
+    piled, real, arrive = [0], PullLoop.fill, sim_pull._Run._arrival
 
-    def fill(self, now):
-        for when, _, key, ver in self.heap:
-            inf = self.info.get(key)
-            assert inf is None or inf[5] != ver or when > now, (when, now)
-        real(self, now)
+    def fill(self):
+        b = self.b
+        for when, _, key, ver in b.heap:
+            inf = b.info.get(key)
+            assert inf is None or inf[5] != ver or when > b.now, (when, b.now)
+        real(self)
 
-    def taken(self, key, when, inf, now):
-        piled[0] += when < now   # it waited for the driver
-        return arrive(self, key, when, inf, now)
+    def taken(self, key, when, inf):
+        piled[0] += when < self.now   # it waited for the driver
+        return arrive(self, key, when, inf)
 
-    monkeypatch.setattr(sim_pull._Run, "fill", fill)
-    monkeypatch.setattr(sim_pull._Run, "_arrive", taken)
+    monkeypatch.setattr(PullLoop, "fill", fill)
+    monkeypatch.setattr(sim_pull._Run, "_arrival", taken)
     # ten machines, two 6x slow, a step of 20 s; taking a result in costs the driver 0.1 s
     out = _pull_case("usctec-pull", seed,
                      RuntimeCost(step_s=0.0, call_s=0.02, round_trip_s=0.1, plan_s=0.0))

@@ -179,19 +179,20 @@ def test_the_oracle_would_catch_a_changed_rule():
         raise AssertionError("a changed backup rule went unnoticed")
 
 
-def _ask_everyone(self, now):
-    """The simulator's fill as the runtime's driver does it: every live machine with room, in
-    plan order, asked at every event (no machine left resting)."""
-    q = self.q
+def _ask_everyone(self):
+    """The pull loop's fill as a driver asking every machine does it: every live machine with
+    room, in plan order, asked at every event (no machine left resting)."""
+    q, b = self.q, self.b
+    now = b.now
     q.refresh(now)
-    for m in self.order:
-        if len(self.machines[m].calls) >= self.depth or m in q.dead:
+    for m in self.asking.order:
+        if not b.room(m) or m in q.dead:
             continue
         while q.calls_in_flight(m) < self.depth:
             units = q.next_for(m, now)
             if not units:
                 break
-            self.send(m, units, now)
+            q.sent(m, units, b.send(m, units, now), now)
 
 
 @settings(max_examples=6, deadline=None)
@@ -203,8 +204,8 @@ def test_the_simulator_asks_resting_machines_nothing_and_schedules_the_same(n, s
     import pytest
 
     from elastic_coded.churn import ChurnScript, RandomChurn
+    from elastic_coded.families.usctec.pull_loop import PullLoop
     from elastic_coded.sim import IIDStragglers, LinearSpeeds, RuntimeCost, make_trace, simulate
-    from elastic_coded.sim import pull as sim_pull
 
     st_ = min(1.0, 18 / n)
     churn = ChurnScript(random=RandomChurn(leave=0.02, crash=0.05, join=0.02, per_machine=True,
@@ -217,7 +218,7 @@ def test_the_simulator_asks_resting_machines_nothing_and_schedules_the_same(n, s
               cost=RuntimeCost() if with_cost else None)
     fast = simulate(**kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_pull._Run, "fill", _ask_everyone)
+        mp.setattr(PullLoop, "fill", _ask_everyone)
         slow = simulate(**kw)
     for p in ("usctec-pull", "dynamic"):
         assert list(fast.times[p]) == list(slow.times[p])

@@ -343,8 +343,8 @@ def test_a_step_ends_no_sooner_than_the_host_can_do_its_cpu_work(policy):
     counted = []
     real = sim_pull._Run.run
 
-    def spy(self, tick):
-        t = real(self, tick)
+    def spy(self):
+        t = real(self)
         counted.append((self.calls, self.cancelled))
         return t
 

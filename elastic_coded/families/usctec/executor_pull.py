@@ -15,6 +15,7 @@ overdue.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -31,8 +32,8 @@ from ...schemes.reference import assemble
 from ...schemes.wire import Call, TaskSpec, result_of
 from . import pull as pl
 from . import pull_step as ps
-from .asking import Asking
 from .executor_whole import run_whole
+from .pull_loop import Event, PullLoop
 
 __all__ = ["run_pull", "PullGather", "FINE", "history", "pull_pays"]
 
@@ -162,55 +163,85 @@ def _measured_rate(g: PullGather, speeds: dict) -> float | None:
 
 
 class _Loop:
-    """One pull step's event loop over a :class:`PullGather` and a queue."""
+    """One pull step's calls on Ray actors: the backend
+    (:class:`~elastic_coded.families.usctec.pull_loop.PullBackend`) the one pull loop runs
+    over, with a :class:`PullGather`'s accounting."""
 
     def __init__(self, ctx: StepContext, g: PullGather, q, col, ev, total: int, depth: int):
         self.ctx, self.g, self.q, self.col, self.ev = ctx, g, q, col, ev
         self.total, self.depth = total, depth
         self.calls: dict = {}      # machine -> calls sent (a scripted crash takes the first)
         # the coded rules look at the clock (a call becomes overdue); dynamic's only at arrivals
-        self.tick = ps.tick_of(q)
-        self.asking = Asking(tuple(ctx.handles))  # asks only machines that may get work
+        # (the loop asks only machines that may get work)
+        self.loop = PullLoop(self, q, tuple(ctx.handles), depth, ps.tick_of(q))
+        self.asking = self.loop.asking
 
     def run(self) -> None:
-        g, col = self.g, self.col
+        g = self.g
         g.t_last = g.t_start = time.perf_counter()
         try:
-            self._fill_all()
-            while not col.done:
-                if not g.pending:
-                    self._rescue()
-                    if not g.pending:
-                        raise StepFailed("step: results ran out before every output decoded")
-                idle = self.tick is not None and self.asking.waiting()
-                ready, _ = ray.wait(list(g.pending), num_returns=1,
-                                    timeout=self.tick if idle else None)
-                for ref in self._ready(ready):
-                    if ref in g.pending and not col.done:
-                        self._take(ref)
-                self._fill_all()
+            if not self.loop.run():
+                raise StepFailed("step: results ran out before every output decoded")
         finally:
             g.t_end = time.perf_counter()
+            g.cancelled = self.loop.cancelled
             for ref in list(g.pending):
                 cancel(ref)
                 self._forget(ref, time.perf_counter())
 
-    def _ready(self, first: list) -> list:
-        """``first`` (the result ``ray.wait`` gave) and every other result already back: all
-        are taken in before the machines are asked again, so a result waiting behind the
-        driver's work is never taken for an overdue call (which would start a coded backup
+    # the backend -----------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def done(self) -> bool:
+        return self.col.done
+
+    def room(self, m) -> bool:
+        return self.q.calls_in_flight(m) < self.depth
+
+    def in_flight(self) -> bool:
+        return bool(self.g.pending)
+
+    def decided(self, m, now: float, n: int) -> None:
+        """The queue's decisions cost what they cost (:attr:`Asking.deciding_s`)."""
+
+    def wait(self, timeout: float | None, idle=None) -> Iterator[Event]:
+        """The first result back (``None`` after ``timeout``) and every other result already
+        back: all are taken in before the machines are asked again, so a result waiting behind
+        the driver's work is never taken for an overdue call (which would start a coded backup
         nobody needs)."""
-        if not first or len(self.g.pending) <= 1:
-            return first
-        more, _ = ray.wait(list(self.g.pending), num_returns=len(self.g.pending), timeout=0)
-        return first + [r for r in more if r != first[0]]
+        g = self.g
+        first, _ = ray.wait(list(g.pending), num_returns=1, timeout=timeout)
+        ready = first
+        if first and len(g.pending) > 1:
+            more, _ = ray.wait(list(g.pending), num_returns=len(g.pending), timeout=0)
+            ready = first + [r for r in more if r != first[0]]
+        got = False
+        for ref in ready:
+            if self.col.done:
+                return
+            if ref in g.pending:
+                got = True
+                yield self._event_of(ref)
+        if not got:
+            yield None
 
-    def _fill_all(self) -> None:
-        q, depth = self.q, self.depth
-        self.asking.fill(q, time.perf_counter(), depth,
-                         lambda m: q.calls_in_flight(m) < depth, self._send)
+    def _event_of(self, ref) -> Event:
+        g = self.g
+        m, call, t_sent = g.pending.pop(ref)
+        now = time.perf_counter()
+        try:
+            out = result_of(ray.get(ref))
+        except ray.exceptions.TaskCancelledError:
+            g.note(ref, "cancelled")
+            return ("cancelled", m, ref)
+        except ray.exceptions.RayActorError as exc:
+            g.note(ref, "failed")
+            return ("lost", m, ref, is_preempted(exc))
+        return ("result", m, ref, (call, t_sent, out, now))
 
-    def _send(self, m, units: list, now: float) -> None:
+    def send(self, m, units: list, now: float):
         first = self.calls.get(m, 0) == 0
         self.calls[m] = self.calls.get(m, 0) + 1
         crash = 0.5 if first and m in self.ev.crash else None
@@ -218,27 +249,17 @@ class _Loop:
                       for u in units)
         call = Call(self.ctx.step, tasks, self.total, float(self.ev.slow.get(m, 1.0)),
                     crash_at=crash)
-        ref = self.g.dispatch(m, None, call)
-        self.q.sent(m, units, ref, now)
+        return self.g.dispatch(m, None, call)
 
-    def _take(self, ref) -> None:
+    def take(self, m, ref, payload) -> tuple[float, float]:
+        """When the result was taken in, and the machine's busy time (paced, when emulated) as
+        its measured speed: on a crowded host the wall time stretches at random, and the queue
+        would steal and back up for it."""
+        return payload[3], payload[2].busy_s
+
+    def file(self, m, ref, payload, now: float) -> tuple[float, list[int]]:
         g = self.g
-        m, call, t_sent = g.pending.pop(ref)
-        self.asking.freed(m)
-        now = time.perf_counter()
-        try:
-            out = result_of(ray.get(ref))
-        except ray.exceptions.TaskCancelledError:
-            g.note(ref, "cancelled")
-            self.q.dropped(m, ref, now)
-            return
-        except ray.exceptions.RayActorError as exc:
-            g.note(ref, "failed")
-            self._lost(m, is_preempted(exc))
-            return
-        # the machine's busy time (paced, when emulated), as its measured speed: on a crowded
-        # host the wall time stretches at random, and the queue would steal and back up for it
-        self.q.finished(m, ref, now, out.busy_s)
+        call, t_sent, out, _ = payload
         g.done_times.append(out.elapsed_s)
         g.finished.setdefault(m, out)
         g.measure(m, out, now - t_sent)
@@ -248,25 +269,21 @@ class _Loop:
         g.note(ref, "used" if useful else "late", out)
         if not useful:
             g.wasted += out.products
-            return
+            return now, []
         g.slowest = max(g.slowest, out.elapsed_s)
         g.t_last = now
-        for piece in {t.piece for t in call.tasks}:
-            if piece in self.col.decoded and piece not in self.q.complete:
-                for m2, key in self.q.decoded(piece):
-                    self._cancel(m2, key, now)
+        return now, [piece for piece in {t.piece for t in call.tasks}
+                     if piece in self.col.decoded]
 
-    def _cancel(self, m, ref, now: float) -> None:
+    def cancel(self, m, ref, now: float) -> bool | None:
         if ref not in self.g.pending:
-            return
+            return None
         started = self.q.running.get(m) and self.q.running[m][0].key == ref
         cancel(ref)
-        self.asking.freed(m)
         if started:
             self.g.outrun.add(m)
         self._forget(ref, now, started)
-        self.q.dropped(m, ref, now)
-        self.g.cancelled += 1
+        return False
 
     def _forget(self, ref, now: float, started: bool | None = None) -> None:
         """A call given up: products never started are taken off the dispatched count; those
@@ -286,7 +303,7 @@ class _Loop:
             g.products -= prods
             g.rows_dispatched -= sum(t.num_rows for t in call.tasks)
 
-    def _lost(self, m, preempted: bool = False) -> None:
+    def lose(self, m, now: float, preempted: bool = False) -> None:
         """``m`` died (on a preempted node: reported apart from the failed)."""
         g = self.g
         (g.preempted if preempted else g.failed).append(m)
@@ -294,10 +311,9 @@ class _Loop:
             g.pending.pop(ref)
             g.note(ref, "failed")
             cancel(ref)  # its error is consumed when it comes, not printed as unhandled
-        self.q.lost(m)
         self.ctx.ctrl.mark_dead([m])
 
-    def _rescue(self) -> None:
+    def rescue(self) -> None:
         """Nothing in flight and pieces left: their units have no live holder.  The controller
         re-plans them (copying rows where no live machine stores them)."""
         lost = [TaskSpec("A", u.rows, u.position, u.cols, u.piece, u.position)
