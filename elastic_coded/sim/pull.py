@@ -1,17 +1,18 @@
 """Pull steps (``usctec-pull``, ``dynamic``, ``usctec-auto`` when it pulls) in simulated time.
 Pure: no Ray.
 
-The step is an event-driven schedule driven by the runtime's own queue
+The step runs the runtime's own pull loop
+(:class:`~elastic_coded.families.usctec.pull_loop.PullLoop`) over an event clock (:class:`_Run`,
+its backend), with the runtime's own queue
 (:class:`~elastic_coded.families.usctec.pull.CodedQueue` or
 :class:`~elastic_coded.families.usctec.pull.DynamicQueue`, laid out by
-:func:`~elastic_coded.families.usctec.pull_step.layout`), told what the runtime's pull
-executor tells it (:mod:`elastic_coded.families.usctec.executor_pull`): which calls were sent,
-finished, cancelled and lost, and asked :meth:`next_for` for each machine with room at every
-event, machines in plan order.  A machine the queue calls resting (it would answer nothing) is
-left out until its rest ends, one of its calls ends or the queue wakes it, which changes no
-step (a test checks it against asking everyone) and keeps an event's cost independent of the
-machines idle; the runtime's loop fills the same way, through the same
-:class:`~elastic_coded.families.usctec.asking.Asking`.
+:func:`~elastic_coded.families.usctec.pull_step.layout`): the loop tells the queue which calls
+were sent, finished, cancelled and lost, and asks it for the next call of each machine that may
+get work, at every event, machines in plan order, exactly as in the runtime
+(:mod:`elastic_coded.families.usctec.executor_pull`).  A machine the queue calls resting (it
+would answer nothing) is left out until its rest ends, one of its calls ends or the queue wakes
+it, which changes no step (a test checks it against asking everyone) and keeps an event's cost
+independent of the machines idle.
 
 * A machine keeps ``depth`` calls in flight and computes them one at a time in arrival order
   (as the runtime's worker does); a call of ``products`` takes ``products / total * time_scale
@@ -23,7 +24,8 @@ machines idle; the runtime's loop fills the same way, through the same
 * A result files its units; a piece decodes at ``L`` distinct positions (one copy for
   ``dynamic``), and the calls the queue then names (:meth:`decoded`) are cancelled: a call
   computing stops at once and frees its machine, one waiting is dropped.
-* While a machine has room and the queue is coded, the driver also wakes every
+* While a machine has room, may be given work without a call ending (the loop's rule, as in
+  the runtime) and the queue is coded, the driver also wakes every
   :func:`~elastic_coded.families.usctec.pull_step.tick_of` seconds (a unit may have become
   overdue, so a coded backup may start), counted from when the driver is free to wait (as
   the runtime's wait with a timeout: a result that arrived while the driver was busy is
