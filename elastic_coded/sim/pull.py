@@ -304,7 +304,7 @@ class _Run:
         dead, depth = self.q.dead, self.depth
         return any(len(mac.calls) < depth and m not in dead for m, mac in self.machines.items())
 
-    def wait(self, timeout: float | None, idle: object = None) -> Iterator[Event]:
+    def wait(self, timeout: float | None) -> Iterator[Event]:
         """The next call to end (a wake-up first, ``None``, when ``timeout`` passes before it
         and some live machine has room), then every other result back by the driver's time
         after taking it in (the runtime's batched wait)."""

@@ -95,7 +95,7 @@ class FakeBackend:
     def decided(self, m, now, n):
         self.log.append(("decided", m, n))
 
-    def wait(self, timeout, idle):
+    def wait(self, timeout):
         self.timeouts.append(timeout)
         key = min(self.flight)
         m, units = self.flight[key]

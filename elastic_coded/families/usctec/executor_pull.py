@@ -206,7 +206,7 @@ class _Loop:
     def decided(self, m, now: float, n: int) -> None:
         """The queue's decisions cost what they cost (:attr:`Asking.deciding_s`)."""
 
-    def wait(self, timeout: float | None, idle=None) -> Iterator[Event]:
+    def wait(self, timeout: float | None) -> Iterator[Event]:
         """The first result back (``None`` after ``timeout``) and every other result already
         back: all are taken in before the machines are asked again, so a result waiting behind
         the driver's work is never taken for an overdue call (which would start a coded backup

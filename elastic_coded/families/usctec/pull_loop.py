@@ -19,7 +19,7 @@ A backend owns how calls go out and come back, its clock and its accounting.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any, Protocol
 
 from .asking import Asking
@@ -59,10 +59,10 @@ class PullBackend(Protocol):
     def decided(self, m: Hashable | None, now: float, n: int) -> None:
         """``n`` decisions of the queue were made (before a call to ``m``; ``None``: asking
         that sent nothing), for a backend that charges them."""
-    def wait(self, timeout: float | None, idle: Callable[[], bool]) -> Iterator[Event]:
+    def wait(self, timeout: float | None) -> Iterator[Event]:
         """The next events: at least one, or ``None`` once ``timeout`` passed with nothing
-        back (``idle()`` says whether a wake-up can help); further results already back are
-        yielded after the first, until every piece decoded."""
+        back; further results already back are yielded after the first, until every piece
+        decoded."""
     def take(self, m: Hashable, key: Hashable, payload: Any) -> tuple[float, float]:
         """A result of ``m``'s call ``key`` taken in: ``(the time it was taken in, the seconds
         the machine computed it)``."""
@@ -98,7 +98,7 @@ class PullLoop:
                     return False
             waiting = self.tick is not None and self.asking.waiting()
             acted = False
-            for ev in b.wait(self.tick if waiting else None, self.asking.waiting):
+            for ev in b.wait(self.tick if waiting else None):
                 acted = True
                 if ev is not None:
                     self._event(ev)
