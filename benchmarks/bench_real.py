@@ -216,8 +216,7 @@ def run_scenario(rs: Runners, kind: str, xs: list, steps: int, local) -> dict:
             hog.stop()
     out["machines_after"] = len(rs.c.machines())
     if kind == "kill":  # what the cluster's reports said of the kill (a machine not back: why)
-        new = list(rs.c.reports)[-(rs.c.reports.steps - seen):] if rs.c.reports.steps > seen \
-            else []
+        new = rs.c.reports[seen - rs.c.reports.steps:] if rs.c.reports.steps > seen else []
         out["faults"] = {k: [str(v) for r in new for v in getattr(r, k)]
                          for k in ("failed", "restarted", "not_restarted")}
     return out

@@ -160,8 +160,6 @@ class _Run:
         self.order = tuple(sub.available)
         self.loop = PullLoop(self, q, self.order, depth, ps.tick_of(q))
         self.now = 0.0           # the driver's clock as the loop sees it
-        # what :meth:`take` took in, for :meth:`file`: (units, busy time, decoded at)
-        self._taken: tuple[list[pl.Unit], float, float] = ([], 0.0, 0.0)
         self.info: dict[int, _Info] = {}  # key -> [machine, units, start, finish, ...]
         self.heap: list[tuple[float, int, int, int]] = []  # (when, seq, key, version)
         self.seq = 0
@@ -341,11 +339,13 @@ class _Run:
             return ("lost", inf[0], key, False)
         return ("result", inf[0], key, when)
 
-    def take(self, m: Hashable, key: Hashable, when: float) -> tuple[float, float]:
-        """The result of call ``key``, computed by ``when``, taken in: ``(when the driver took
-        it in, the machine's busy time)``, as the runtime's emulated machines report it
-        (``paced_s``: its speed and the queue's rates are measured on it, not on the worker's
-        own cost)."""
+    def take(self, m: Hashable, key: Hashable, when: float
+             ) -> tuple[float, float, float, list[int]]:
+        """The result of call ``key``, computed by ``when``, taken in and filed: ``(when the
+        driver took it in, the machine's busy time, when the driver decoded, the pieces it
+        completed)``.  The busy time is what the runtime's emulated machines report
+        (``paced_s``): its speed and the queue's rates are measured on it, not on the worker's
+        own cost."""
         inf = self.info.pop(cast(int, key))
         units, dur = inf[1], inf[4]
         self.machines[m].calls.remove(cast(int, key))
@@ -357,14 +357,6 @@ class _Run:
                 else when
             self.driver = at_driver = max(self.driver, now)
         self.now = max(self.now, now)
-        self._taken = (units, dur, at_driver)
-        return now, dur
-
-    def file(self, m: Hashable, key: Hashable, when: float, now: float
-             ) -> tuple[float, list[int]]:
-        """File the units taken in (:meth:`take`): ``(when the driver decoded, the pieces
-        they completed)``."""
-        units, dur, at_driver = self._taken
         work = sum(self.q.products[u] for u in units) / self.total
         self.measured.setdefault(m, (work * self.ts / dur, "value"))
         pieces = []
@@ -384,7 +376,7 @@ class _Run:
                 if self.lying:
                     self.used[u.piece] = list(self.arrived[u.piece].values())[:self.need]
                 pieces.append(u.piece)
-        return at_driver, pieces
+        return now, dur, at_driver, pieces
 
     def run(self) -> float:
         """The step (:class:`~elastic_coded.families.usctec.pull_loop.PullLoop`): when its

@@ -108,12 +108,9 @@ class FakeBackend:
 
     def take(self, m, key, units):
         del self.flight[key]
-        return self.now, 0.5
-
-    def file(self, m, key, units, now):
         new = [u for u in units if u not in self.decoded]
         self.decoded |= set(new)
-        return now + 0.25, new
+        return self.now, 0.5, self.now + 0.25, new
 
     def cancel(self, m, key, now):
         if key not in self.flight:

@@ -251,15 +251,13 @@ class _Loop:
                     crash_at=crash)
         return self.g.dispatch(m, None, call)
 
-    def take(self, m, ref, payload) -> tuple[float, float]:
-        """When the result was taken in, and the machine's busy time (paced, when emulated) as
-        its measured speed: on a crowded host the wall time stretches at random, and the queue
-        would steal and back up for it."""
-        return payload[3], payload[2].busy_s
-
-    def file(self, m, ref, payload, now: float) -> tuple[float, list[int]]:
+    def take(self, m, ref, payload) -> tuple[float, float, float, list[int]]:
+        """The result filed: when it was taken in, the machine's busy time (paced, when
+        emulated) as its measured speed (on a crowded host the wall time stretches at random,
+        and the queue would steal and back up for it), and the pieces it completed, decoded
+        then."""
         g = self.g
-        call, t_sent, out, _ = payload
+        call, t_sent, out, now = payload
         g.done_times.append(out.elapsed_s)
         g.finished.setdefault(m, out)
         g.measure(m, out, now - t_sent)
@@ -269,11 +267,11 @@ class _Loop:
         g.note(ref, "used" if useful else "late", out)
         if not useful:
             g.wasted += out.products
-            return now, []
+            return now, out.busy_s, now, []
         g.slowest = max(g.slowest, out.elapsed_s)
         g.t_last = now
-        return now, [piece for piece in {t.piece for t in call.tasks}
-                     if piece in self.col.decoded]
+        return now, out.busy_s, now, [piece for piece in {t.piece for t in call.tasks}
+                                      if piece in self.col.decoded]
 
     def cancel(self, m, ref, now: float) -> bool | None:
         if ref not in self.g.pending:

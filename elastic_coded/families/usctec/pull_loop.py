@@ -8,7 +8,7 @@ The loop owns what both share, the queue's side of a step (:mod:`.queues`):
   may get work, in plan order, asks the queue for calls until it has ``depth`` in flight;
 * a wait for the next events, with a timeout of ``tick`` seconds while some machine may be
   given work without a call ending (a coded backup may start once a call is overdue);
-* a result: the queue is told (``finished``), the backend files it, and each piece it
+* a result: the backend files it, the queue is told (``finished``), and each piece it
   completes has its calls still running cancelled (the queue names them: ``decoded``);
 * a cancelled call or a lost machine: the queue is told (``dropped``, ``lost``);
 * nothing in flight and pieces left: the backend's ``rescue`` (the runtime re-plans rows no
@@ -63,12 +63,11 @@ class PullBackend(Protocol):
         """The next events: at least one, or ``None`` once ``timeout`` passed with nothing
         back; further results already back are yielded after the first, until every piece
         decoded."""
-    def take(self, m: Hashable, key: Hashable, payload: Any) -> tuple[float, float]:
-        """A result of ``m``'s call ``key`` taken in: ``(the time it was taken in, the seconds
-        the machine computed it)``."""
-    def file(self, m: Hashable, key: Hashable, payload: Any, now: float
-             ) -> tuple[float, list[int]]:
-        """File the result: ``(when its completed pieces decoded, those pieces)``."""
+    def take(self, m: Hashable, key: Hashable, payload: Any
+             ) -> tuple[float, float, float, list[int]]:
+        """Take in and file a result of ``m``'s call ``key``: ``(the time it was taken in, the
+        seconds the machine computed it, when the pieces it completed decoded, those
+        pieces)``."""
     def cancel(self, m: Hashable, key: Hashable, now: float) -> bool | None:
         """Cancel ``m``'s call ``key`` (``None``: not in flight); ``True`` when cancelling it
         kills ``m`` (a scripted crash)."""
@@ -133,9 +132,8 @@ class PullLoop:
         if kind == "cancelled":
             self.q.dropped(m, key, self.b.now)
             return
-        now, elapsed = self.b.take(m, key, ev[3])
+        now, elapsed, at, pieces = self.b.take(m, key, ev[3])
         self.q.finished(m, key, now, elapsed)
-        at, pieces = self.b.file(m, key, ev[3], now)
         for piece in pieces:
             if piece not in self.q.complete:
                 for m2, key2 in self.q.decoded(piece):
