@@ -136,6 +136,7 @@ class Controller(Watch):
     def _apply_deaths(self) -> None:
         """The machines found dead by pings leave now (those of a preempted node noted); those
         whose worker process died are restarted (:mod:`.restart`)."""
+        self.members.forget_stale()  # a death found of a process replaced since
         found = sorted(self.members.found_dead & self.members.found_gone)
         for m in found:
             self._note_dead(m)
@@ -240,7 +241,10 @@ class Controller(Watch):
 
     async def mark_dead(self, machines: list[str]) -> None:
         """The machines that died in a step leave; those whose worker process died while its
-        node lives are restarted in a fresh one (:mod:`.restart`)."""
+        node lives are restarted in a fresh one (:mod:`.restart`).  A machine restarted
+        before that answers is not dropped: the death seen was of its old process."""
+        stale = await self._stale(machines)
+        machines = [m for m in machines if m not in stale]
         gone = await self._processes_gone(machines)  # before the drop stops an empty process
         machines = list(dict.fromkeys(list(machines) + sorted(gone)))
         async with self._lock:  # a step is never planned between the drop and the restart
@@ -295,7 +299,10 @@ class Controller(Watch):
         """USCTEC: re-plan lost tasks (TaskSpecs) on live machines that store their rows, at
         once; only rows no live machine stores are first copied there (storage repaired as far
         as the budgets allow; the full repair waits for the next step).  Returns
-        one :class:`~elastic_coded.schemes.wire.Reassignment` per machine."""
+        one :class:`~elastic_coded.schemes.wire.Reassignment` per machine.  ``dead`` restarted
+        and answering stay (:meth:`mark_dead`)."""
+        stale = await self._stale(dead)
+        dead = [m for m in dead if m not in stale]
         gone = await self._processes_gone(dead)
         dead = list(dict.fromkeys(list(dead) + sorted(gone)))
         for m in dead:

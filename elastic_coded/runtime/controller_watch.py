@@ -14,7 +14,7 @@ from .drain import Drains, draining_nodes, node_states
 from .health import ping, ping_process
 from .hosting import HostPool, MachineHandle, kill
 from .members import Members
-from .restart import Restarts, process_dead, process_of
+from .restart import PROBE_S, Restarts, process_dead, process_of
 from .storage import Storage
 
 log = logging.getLogger("elastic_coded.runtime.controller")
@@ -56,6 +56,14 @@ class Watch:
         hosts = {process_of(self.members[m].handle) for m, d in zip(ms, dead) if d}
         # the other machines of a dead process are gone too, whether or not they had a call
         return {m for m, w in self.members.table.items() if process_of(w.handle) in hosts}
+
+    async def _stale(self, machines: list[str]) -> set:
+        """Those of ``machines`` restarted before that answer a ping now: a death reported of
+        them is of the process they were restarted from (a step's calls to the dead process
+        fail after the restart, mid-step), not of the machine present."""
+        ms = [m for m in machines if m in self.members and m in self.restarts.counts]
+        answers = await asyncio.gather(*[ping(self.members[m].handle, PROBE_S) for m in ms])
+        return {m for m, (state, _) in zip(ms, answers) if state == "ok"}
 
     async def _restart_noted(self) -> None:
         """Restart the machines noted with a dead process (the storage lock held)."""
@@ -123,11 +131,13 @@ class Watch:
     async def ping_all(self, unheard_for: float | None = None) -> None:
         """Ping every worker (``unheard_for``: only those no step had a result of in that many
         seconds, :meth:`.Members.unheard`: steps running show the others alive); note those
-        whose actor is dead (a slow answer stays).  Deaths take effect at the next
+        whose actor is dead (a slow answer stays; so does one about a machine restarted in a
+        fresh process while the ping was out).  Deaths take effect at the next
         membership-changing call (:meth:`_apply_deaths`)."""
         ids = self.members.ids() if unheard_for is None else self.members.unheard(unheard_for)
         alone: list = []
         hosted: dict = {}  # machines in shared processes: one ping per process
+        pinged = {i: self.members[i].handle for i in ids}  # an answer counts for these only
         for i in ids:
             h = self.members[i].handle
             if isinstance(h, MachineHandle):
@@ -139,10 +149,10 @@ class Watch:
             *[ping(self.members[i].handle, self.ping_timeout) for i in alone],
             *[ping_process(host, tuple(ms), self.ping_timeout) for host, ms in hosted.values()])
         for i, (state, res) in zip(alone, answers):
-            self.members.note_ping(i, state, res)
+            self.members.note_ping(i, state, res, pinged[i])
         for got in answers[len(alone):]:
             for i, (state, res) in got.items():
-                self.members.note_ping(i, state, res)
+                self.members.note_ping(i, state, res, pinged[i])
 
     async def _health_loop(self) -> None:
         while True:

@@ -58,6 +58,7 @@ class Members:
         self.found_dead: set[str] = set()
         self.found_preempted: set[str] = set()
         self.found_gone: set[str] = set()  # of found_dead: their worker process died
+        self.found_as: dict = {}  # of found_dead: the handle that was found dead
         self.why: dict = {}  # machine -> the error that showed it dead
         self.heard: dict = {}  # machine -> when a step last had a result of it (monotonic s)
 
@@ -135,11 +136,18 @@ class Members:
         return out
 
     # -- deaths ---------------------------------------------------------------------------------
-    def note_ping(self, machine, state: str, info) -> None:
+    def note_ping(self, machine, state: str, info, handle: Any = None) -> None:
         """A ping's answer (:func:`~.health.ping`): ``("dead", preempted)`` notes the machine
-        found dead (and whether its node was preempted); ``("ok", info)`` learns its node."""
+        found dead (and whether its node was preempted); ``("ok", info)`` learns its node.
+        ``handle``: the one pinged; an answer about a handle the machine no longer has (it left,
+        or was restarted in a fresh process while the ping was out) is ignored."""
+        if handle is not None and (machine not in self.table
+                                   or self.table[machine].handle is not handle):
+            return
         if state in ("dead", "gone"):  # gone: its worker process died
             self.found_dead.add(machine)
+            if machine in self.table:
+                self.found_as[machine] = self.table[machine].handle
             if state == "gone":
                 self.found_gone.add(machine)
             if info:
@@ -147,9 +155,22 @@ class Members:
         elif state == "ok" and machine in self.table and self.table[machine].node is None:
             self.table[machine].node = info["node"]
 
+    def forget_stale(self) -> None:
+        """Forget the deaths found of a handle the machine no longer has: it was dropped and
+        came back (restarted, or added again) since, and the fresh one is alive."""
+        stale = {m for m in self.found_dead if m in self.table and m in self.found_as
+                 and self.table[m].handle is not self.found_as[m]}
+        for m in stale:
+            self.found_dead.discard(m)
+            self.found_gone.discard(m)
+            self.found_preempted.discard(m)
+            del self.found_as[m]
+
     def apply_deaths(self, drop: Callable[[str], None]) -> list:
-        """Drop (``drop(machine)``) the machines found dead since the last call, by id; returns
-        those of them present and lost to a preempted node."""
+        """Drop (``drop(machine)``) the machines found dead since the last call, by id (not
+        those back in a fresh handle since, :meth:`forget_stale`); returns those of them
+        present and lost to a preempted node."""
+        self.forget_stale()
         preempted = []
         for m in sorted(self.found_dead):
             if m in self.found_preempted and m in self.table:
@@ -158,6 +179,7 @@ class Members:
         self.found_dead.clear()
         self.found_preempted.clear()
         self.found_gone.clear()
+        self.found_as.clear()
         return preempted
 
     # -- speeds ---------------------------------------------------------------------------------

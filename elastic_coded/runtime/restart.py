@@ -22,6 +22,11 @@ next one); those found dead by a health ping, when the next step is prepared.  E
 the storage lock, from the drop to the restart, so a step is never planned with a machine half
 added, nor between the drop of a dead process's machines and their restart (it would see too
 few machines and be refused).
+
+A machine restarted mid-step is still named by the step's later failed calls to its old process
+(and by a health ping that was out): a death reported of a machine restarted before is taken
+only if its fresh process does not answer for it, and a ping's answer counts only for the
+handle it was sent to (:meth:`.Members.note_ping`).
 """
 
 from __future__ import annotations

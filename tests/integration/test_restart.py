@@ -75,6 +75,9 @@ def test_a_killed_process_comes_back_with_its_machines(ray_session):
         n = _steps_until_back(c, A, B, sharing, limit=20)
         seen = [(r.failed, r.left, r.restarted, r.not_restarted) for r in c.reports]
         assert n is not None, f"not back within 20 steps: {c.machines()}; reports: {seen}"
+        # a machine restarted mid-step is not dropped again by the step's later failed calls
+        # to its old process (each leaves once)
+        assert all(len(set(r.left)) == len(r.left) for r in c.reports), seen
         assert sorted(c.machines()) == sorted(all_machines)
         for _ in range(5):  # a machine back after a step's start is reported by the next
             restarted = [m for r in c.reports for m in r.restarted]
@@ -85,6 +88,35 @@ def test_a_killed_process_comes_back_with_its_machines(ray_session):
         assert all(c._handles[m].host != host for m in sharing)  # a fresh process
         for _ in range(3):
             assert _exact(c, A, B)
+
+
+def test_a_failed_call_to_the_old_process_does_not_drop_a_machine_restarted_mid_step(
+        ray_session):
+    # the race a step can hit: its first failed call shows the process dead and restarts its 3
+    # machines at once; the failures of its other calls to the dead process come after, and
+    # name machines that are back in the fresh process
+    rng = np.random.default_rng(2)
+    A = F.random((48, 5), rng)
+    B = F.random((5, 2), rng)
+    with ElasticCluster(A, "usctec", 6, L=2, S=1, field=P, run={"time_scale": 0.02},
+                        ray={"machines_per_process": 3}) as c:
+        assert _exact(c, A, B)
+        host = c._handles["m0"].host
+        sharing = [m for m in c.machines() if c._handles[m].host == host]
+        _kill_process_of(c, "m0")
+        c._ctrl("mark_dead", [sharing[0]])        # the first failure: all 3 restarted
+        c._ctrl("recover", [], [sharing[1]])      # a later one, from a call to the old process
+        c._ctrl("mark_dead", sorted(sharing))     # the step's end: its failed calls
+        assert sorted(c.machines()) == sorted(f"m{i}" for i in range(6))
+        # the driver still holds the old handles: its next step's calls to them fail (and are
+        # not taken for deaths of the machines back), the step after has the fresh ones
+        for _ in range(2):
+            assert _exact(c, A, B)
+        assert sorted(c.machines()) == sorted(f"m{i}" for i in range(6))
+        assert all(c._handles[m].host != host for m in sharing)
+        left = sorted(m for r in c.reports for m in r.left)
+        assert left == sorted(sharing)  # once, at the restart
+        assert sorted(m for r in c.reports for m in r.restarted) == sorted(sharing)
 
 
 def test_restarts_are_bounded_and_a_scripted_crash_is_not_restarted(ray_session):

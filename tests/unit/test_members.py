@@ -173,3 +173,36 @@ def test_a_process_found_gone_is_a_death_noted_for_a_restart():
     assert mem.found_dead == {"m1", "m2"} and mem.found_gone == {"m1"}
     assert mem.apply_deaths(mem.drop) == [] and mem.ids() == ["m0"]
     assert not mem.found_gone  # cleared with the deaths
+
+
+def _restart(mem, machine):
+    """``machine`` dropped and added back with a fresh handle (a restart in a new process)."""
+    spec = mem[machine].spec
+    mem.drop(machine)
+    mem.add(spec, handle=object())
+
+
+def test_a_ping_answer_about_a_handle_replaced_while_it_was_out_is_ignored():
+    mem = Members()
+    for i in range(3):
+        mem.add(MachineSpec(f"m{i}", 1.0, 0.5), handle=object())
+    old = mem["m1"].handle
+    _restart(mem, "m1")                       # the ping of `old` was still out
+    mem.note_ping("m1", "gone", False, old)   # its (dead) old process answers late
+    mem.note_ping("m2", "dead", False, mem["m2"].handle)
+    assert mem.found_dead == {"m2"} and not mem.found_gone
+    assert mem.apply_deaths(mem.drop) == [] and mem.ids() == ["m0", "m1"]
+
+
+def test_a_death_found_before_a_restart_does_not_drop_the_fresh_machine():
+    mem = Members()
+    for i in range(3):
+        mem.add(MachineSpec(f"m{i}", 1.0, 0.5), handle=object())
+    mem.note_ping("m1", "gone", True, mem["m1"].handle)  # found dead, not applied yet
+    mem.note_ping("m0", "dead", False, mem["m0"].handle)
+    _restart(mem, "m1")                                   # a failed call restarted it first
+    fresh = mem["m1"].handle
+    dropped = []
+    assert mem.apply_deaths(lambda m: (dropped.append(m), mem.drop(m))) == []
+    assert dropped == ["m0"] and mem["m1"].handle is fresh and mem.ids() == ["m2", "m1"]
+    assert not (mem.found_dead or mem.found_gone or mem.found_preempted or mem.found_as)
