@@ -39,7 +39,11 @@ def max_exponent(A: Any, rows: int = 4096) -> int:
 
 def _top(x: Any) -> float:
     x = x.data if sp.issparse(x) else np.asarray(x)  # a sparse x: its nonzeros
-    return float(np.max(np.abs(x))) if x.size else 0.0
+    if not x.size:
+        return 0.0
+    if x.dtype.kind == "f":  # two passes, no |x| copy (a nan in x: nan, as np.max gives)
+        return float(max(np.max(x), -np.min(x)))
+    return float(np.max(np.abs(x)))
 
 
 def _exponent_of(top: float) -> int:

@@ -109,6 +109,9 @@ class Sketch:
     """``{(a, b): (||U[:, a:b]||_F, ||U[:, a:b]||_2)}`` of the row ranges checked so far (reals):
     they depend on ``U`` alone, and each is a pass over ``t x (b - a)`` values that a check
     of a long matvec would otherwise pay every step (:func:`_u_norms`)."""
+    ua_norm: float = math.nan
+    """``||UA||_F`` (reals), for the check of the whole product: a pass over ``t x n`` values
+    each step otherwise."""
 
     @property
     def t(self) -> int:
@@ -156,7 +159,8 @@ def make_sketch(field: Any, A: np.ndarray, t: int | None = None, seed: Any = Non
         sums = np.stack(parts)
         UA = F.matmul(U, A)
         row_sq = np.asarray([_sq_norm(A[a:b]) for a, b in zip(edges[:-1], edges[1:])])
-    return Sketch(F, U, UA, block, sums, row_sq, A, e)
+    return Sketch(F, U, UA, block, sums, row_sq, A, e,
+                  ua_norm=math.nan if F.exact else float(np.linalg.norm(UA)))
 
 
 def _rows(sketch: Sketch, rows: Any) -> tuple[int, int]:
@@ -308,8 +312,9 @@ def check(sketch: Sketch, B: np.ndarray, Y: np.ndarray, rows: Any = None, *, con
     nU, nU2 = _u_norms(sketch, a, b)
     err_Y = rounding_bound(n + extra_terms, condition, nA, nB)
     scale = float(np.linalg.norm(right))
+    nZ = sketch.ua_norm if Z is sketch.UA else float(np.linalg.norm(Z))
     rounding = 1.01 * (gamma(w) * nU * nY + gamma(w + adds) * nU * nA * nB
-                       + gamma(n) * float(np.linalg.norm(Z)) * nB) \
+                       + gamma(n) * nZ * nB) \
         + UNIT_ROUNDOFF * (float(np.linalg.norm(left)) + scale)
     tol = 1.01 * nU2 * err_Y + rounding
     res = float(np.linalg.norm(left - right))

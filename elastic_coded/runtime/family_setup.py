@@ -22,6 +22,12 @@ from ..errors import ArgumentError
 from ..families import family_of, resolve
 from . import inputs
 
+ORDER_RUN, ORDER_RUN_FROM = 32, 1 << 16
+"""A sparse ``A`` of ``ORDER_RUN_FROM`` rows or more is balanced by runs of ``ORDER_RUN`` rows
+(:func:`~elastic_coded.algebra.sparse.balanced_order`): each step's product is then put back in
+``A``'s order by whole runs (0.5 ms instead of 5 ms for a 1,000,000-row vector), and the runs'
+nonzeros are still spread evenly; a smaller ``A`` is balanced row by row."""
+
 __all__ = ["FamilySetup", "Loaded", "setup_of", "chunks", "matrix_of",
            "load_matrix", "read_npz", "densify_message", "one_source", "matrix_inputs"]
 
@@ -44,6 +50,9 @@ class Loaded:
     masters: tuple = ()
     order: Any = None
     weights: Any = None
+    run: int = 1
+    """``order`` moves whole runs of this many rows (:func:`~elastic_coded.algebra.sparse.
+    balanced_order`)."""
 
     @property
     def mats(self) -> list:
@@ -134,9 +143,10 @@ def _load_sparse(F, A) -> Loaded:
     A = F.asarray(A, "A")
     if min(A.shape) < 1:
         raise ArgumentError(f"A: must be a non-empty 2-D matrix, got shape {A.shape}")
-    order = sparse.balanced_order(sparse.row_nnz(A))
+    run = ORDER_RUN if A.shape[0] >= ORDER_RUN_FROM else 1
+    order = sparse.balanced_order(sparse.row_nnz(A), run)
     Ap = sp.csr_array(A[order])
-    return Loaded(Ap, A.shape, order=order, weights=sparse.weights_of(Ap))
+    return Loaded(Ap, A.shape, order=order, weights=sparse.weights_of(Ap), run=run)
 
 
 def load_matrix(F, A) -> Loaded:
@@ -172,14 +182,7 @@ def matrix_inputs(F, loaded: Loaded, B):
     X, shape, cols = inputs.matrix_inputs(F, loaded.shape, B)
     if loaded.order is None:
         return X, shape, cols
-    return X, lambda Y: shape(_in_order(Y, loaded.order)), cols
-
-
-def _in_order(Y: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """The product of the reordered rows put back in ``A``'s row order."""
-    out = np.empty_like(Y)
-    out[order] = Y
-    return out
+    return X, lambda Y: shape(sparse.in_order(Y, loaded.order, loaded.run)), cols
 
 
 def densify_message(policy: str, name: str, A) -> str:

@@ -50,6 +50,21 @@ def test_sparse_equals_dense_exactly_for_every_policy(cl, policy):
     assert rep.verified
 
 
+def test_a_long_sparse_A_is_balanced_by_runs_and_its_products_come_back_in_order(ray_session):
+    # 70,003 rows: past ORDER_RUN_FROM, so the rows move in runs of 32 (and 19 rows of tail)
+    rng = np.random.default_rng(5)
+    A = sp.random(70_003, 30, density=0.02, format="csr", random_state=rng)
+    A.data = rng.integers(1, F.order, A.nnz).astype(np.float64)
+    dense = A.toarray().astype(np.int64)
+    with ElasticCluster(A, L=2, S=1, machines=4, field=F, time_scale=0.0) as c:
+        assert c._loaded.run == 32
+        for policy in ("usctec-auto", "usctec-pull"):
+            x = F.random(30, rng)
+            assert np.array_equal(c.multiply(x, policy=policy), F.matmul(dense, x[:, None])[:, 0])
+        B = F.random((30, 2), rng)
+        assert np.array_equal(c.multiply(B), F.matmul(dense, B))
+
+
 def test_workers_hold_csr_rows_and_the_vector_product_keeps_its_shape(cl):
     A, c = cl
     x = F.random(40, np.random.default_rng(9))

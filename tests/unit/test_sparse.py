@@ -98,6 +98,33 @@ def test_balanced_order_is_a_permutation_spreading_the_heavy_rows(nnz):
         assert abs(pos[int(ranked[0])] - pos[int(ranked[1])]) >= len(nnz) // 4
 
 
+@given(nnz=st.lists(st.integers(0, 50), min_size=1, max_size=300), run=st.integers(2, 40),
+       cols=st.integers(1, 3))
+def test_balanced_order_by_runs_keeps_runs_whole_and_in_order_inverts_it(nnz, run, cols):
+    order = sparse.balanced_order(nnz, run)
+    m, full = len(nnz), (len(nnz) // run) * run
+    assert sorted(order.tolist()) == list(range(m))
+    assert order[full:].tolist() == list(range(full, m))  # the short tail stays last
+    starts = order[:full:run]
+    assert all(s % run == 0 for s in starts.tolist())
+    assert np.array_equal(order[:full], (starts[:, None] + np.arange(run)).ravel())
+    if full >= 4 * run:  # the heaviest runs are spread like rows (run 1)
+        assert np.array_equal(starts // run, sparse.balanced_order(
+            np.asarray(nnz[:full]).reshape(-1, run).sum(axis=1)))
+    Y = np.random.default_rng(m).random((m, cols))  # rows in `order`
+    want = np.empty_like(Y)
+    want[order] = Y
+    for r in (run, 1):  # by runs, and row by row (the same permutation)
+        assert np.array_equal(sparse.in_order(Y, order, r), want)
+
+
+def test_balanced_order_by_runs_evens_out_a_large_matrix_whose_dense_rows_come_first():
+    nnz = np.r_[np.full(1 << 16, 100), np.full(1 << 16, 1)]
+    c = np.concatenate([[0], np.cumsum(nnz[sparse.balanced_order(nnz, 32)])])
+    tenths = np.diff(c[::nnz.size // 10][:11]) / (nnz.sum() / 10)
+    assert tenths.min() > 0.99 and tenths.max() < 1.01
+
+
 def test_balanced_order_evens_out_a_matrix_whose_dense_rows_come_first():
     # half the rows dense, then half nearly empty: by rows, the first half of the machines
     # would do all the work; in the balanced order every tenth of the rows holds about a tenth
