@@ -226,7 +226,7 @@ def test_a_policy_registered_in_the_driver_runs_on_the_cluster(ray_session):
 
 def test_every_policy_through_one_constructor(ray_session):
     """One constructor, one class, one report type for every policy."""
-    G = field("gf(2^8)")
+    G = F  # GF(2^8) compiles anew in each fresh worker process (~20 s): test_unified_ray has it
     rng = np.random.default_rng(10)
     A = G.random((12, 5), rng)
     with ElasticCluster(A, "unified", machines=4, mu=0.5, q=4, field=G, time_scale=0.01) as u:
