@@ -181,20 +181,28 @@ class LagrangeCode:
         return P
 
     # -- encode / decode ------------------------------------------------------------------------
-    def encode(self, B: np.ndarray, positions: Sequence[int] | None = None) -> np.ndarray:
-        """Coded blocks ``B~_i`` for ``positions`` (default all K): array ``(len, v, r/L)``."""
+    def encode(self, B: np.ndarray, positions: Sequence[int] | None = None,
+               cols: int | None = None) -> np.ndarray:
+        """Coded blocks ``B~_i`` for ``positions`` (default all K): array ``(len, v, r/L)``.
+        ``cols``: ``B`` as if followed by zero columns up to ``cols`` (``r`` then: a matvec's
+        one column for ``L = 2``); the blocks that would hold only those zeros are left out of
+        the products (they add nothing), not materialized."""
         B = np.asarray(B)
         if B.ndim != 2:
             raise ArgumentError(f"B: must be 2-D, got shape {B.shape}")
         v, r = B.shape
-        if r % (self.L * self.width):
+        r = r if cols is None else int(cols)
+        if r % (self.L * self.width) or r < B.shape[1]:
             raise ArgumentError(f"B: its {r} columns must be divisible by L={self.L}"
                                 + (f" times {self.width} (a complex code)" if self.width > 1
                                    else ""))
         c = r // self.L
-        blocks = B.reshape(v, self.L, c).transpose(1, 0, 2)  # (L, v, c)
         E = self.encode_matrix if positions is None else self.encode_matrix[list(positions)]
-        return self._apply(E, blocks)
+        k = -(-B.shape[1] // c) if self.width == 1 else self.L  # blocks holding B's columns
+        if B.shape[1] < k * c:
+            B = np.concatenate([B, self.field.zeros((v, k * c - B.shape[1]))], axis=1)
+        blocks = B.reshape(v, k, c).transpose(1, 0, 2)  # (k, v, c)
+        return self._apply(E[:, :k], blocks)
 
     def decode(self, results: dict[Any, Any]) -> np.ndarray:
         """From ``{position: A_g B~_position}`` with at least ``L`` entries, return ``A_g B_l``

@@ -84,10 +84,30 @@ def test_lagrange_encode_matches_eq2_directly():
         assert np.array_equal(code.encode(B)[i], want)
 
 
+@given(L=st.integers(1, 6), S=st.integers(0, 3), r=st.integers(1, 13),
+       seed=st.integers(0, 2**31), spec=st.sampled_from(FIELDS + ["rotation"]))
+@settings(max_examples=60)
+def test_lagrange_encode_of_a_short_B_equals_the_encode_of_B_padded_with_zeros(L, S, r, seed,
+                                                                               spec):
+    # a matvec's one column for L = 2: the zero blocks are left out of the products
+    code = lagrange_code("real", L, S, points="rotation") if spec == "rotation" \
+        else lagrange_code(field(spec), L, S)
+    F = code.field
+    rng = np.random.default_rng(seed)
+    B = F.random((7, r), rng) if F.exact else rng.standard_normal((7, r))
+    cols = r + (-r) % (L * code.width)
+    padded = np.concatenate([B, F.zeros((7, cols - r))], axis=1)
+    assert np.array_equal(code.encode(B, cols=cols), code.encode(padded))
+    P = [L + S - 1, 0]  # some positions only
+    assert np.array_equal(code.encode(B, P, cols=cols), code.encode(padded, P))
+
+
 def test_lagrange_errors():
     code = lagrange_code("gf(7)", 2, 1)
     with pytest.raises(ValueError, match="divisible by L=2"):
         code.encode(np.zeros((2, 3), np.int64))
+    with pytest.raises(ValueError, match="divisible by L=2"):  # fewer columns than B has
+        code.encode(np.zeros((2, 4), np.int64), cols=2)
     with pytest.raises(ValueError, match="at least L=2"):
         code.decode({0: np.zeros((1, 1), np.int64)})
     with pytest.raises(ValueError, match="S: must be an int >= 0"):

@@ -64,10 +64,7 @@ def encode_inputs(F, B: np.ndarray, L: int, S: int):
     (times the code's width, 2 for a complex code) does not divide ``B``'s column count (see
     ``step_code``)."""
     code = lagrange_code(F, L, S)
-    pad = (-B.shape[1]) % (L * code.width)
-    if pad:
-        B = np.concatenate([B, F.zeros((B.shape[0], pad))], axis=1)
-    coded = code.encode(B)
+    coded = code.encode(B, cols=B.shape[1] + (-B.shape[1]) % (L * code.width))
     return code, coded, [coded[p] if coded[p].nbytes <= INLINE_BYTES else ray.put(coded[p])
                          for p in range(code.K)]
 
