@@ -136,11 +136,13 @@ class Controller(Watch):
     def _apply_deaths(self) -> None:
         """The machines found dead by pings leave now (those of a preempted node noted); those
         whose worker process died are restarted (:mod:`.restart`)."""
-        self.members.forget_stale()  # a death found of a process replaced since
-        found = sorted(self.members.found_dead & self.members.found_gone)
-        for m in found:
-            self._note_dead(m)
-        self.drains.pending_preempted += self.members.apply_deaths(self._drop)
+        gone = self.members.found_gone  # read as each drops (those replaced since are not)
+
+        def drop(m: str) -> None:
+            if m in gone:
+                self._note_dead(m)  # its worker process died: restarted once dropped
+            self._drop(m)
+        self.drains.pending_preempted += self.members.apply_deaths(drop)
 
     def _auto_specs(self, draining: set) -> list[MachineSpec]:
         auto = cast(dict, self.auto)   # called with auto on
