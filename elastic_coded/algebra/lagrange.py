@@ -192,7 +192,9 @@ class LagrangeCode:
             raise ArgumentError(f"B: must be 2-D, got shape {B.shape}")
         v, r = B.shape
         r = r if cols is None else int(cols)
-        if r % (self.L * self.width) or r < B.shape[1]:
+        if r < B.shape[1]:
+            raise ArgumentError(f"cols: {r} is fewer than B's {B.shape[1]} columns")
+        if r % (self.L * self.width):
             raise ArgumentError(f"B: its {r} columns must be divisible by L={self.L}"
                                 + (f" times {self.width} (a complex code)" if self.width > 1
                                    else ""))
